@@ -1,0 +1,50 @@
+# envlab: two commands for a fresh machine: `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE ?= 1
+export HF_HUB_DISABLE_TELEMETRY ?= 1
+export OPENREWARD_DISABLE_UPDATE_CHECK ?= 1
+
+.PHONY: run test bench install lint check migrate demo-model clean
+
+$(PY):
+	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11 is needed ($(PYTHON) not found)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+
+# CPU torch first where there is no CUDA: any looser spec pulls a multi-GB CUDA build.
+$(STAMP): pyproject.toml constraints.txt | $(PY)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "torch==2.13.0"
+	$(PIP) install -q -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+migrate: install
+	$(PY) manage.py migrate --noinput -v 0
+
+demo-model: install
+	$(PY) manage.py build_demo_model echo --if-missing
+
+run: migrate demo-model
+	@scripts/ensure_redis.sh
+	$(PY) scripts/run_all.py
+
+test: install
+	@scripts/ensure_test_deps.sh
+	$(PY) scripts/run_tests.py
+
+bench: install
+	@scripts/ensure_redis.sh
+	$(PY) -m bench
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(PY) manage.py makemigrations --check --dry-run
+
+clean:
+	rm -rf var/runs var/log

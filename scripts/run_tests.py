@@ -1,0 +1,87 @@
+"""`make test`: lint and migration checks, then the suite on PostgreSQL (when one is
+reachable, as in production) and on SQLite (the embedded default).
+
+ENVLAB_TEST_DATABASES=sqlite|postgres|both (default both) and extra pytest arguments
+after `--` narrow it down: `python scripts/run_tests.py -- -k lease`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+POSTGRES_URL = os.environ.get("ENVLAB_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test")
+# Whole-suite passes per database; the SQLite pass skips what only differs by database
+# engine inside the heavy end-to-end tests (they ran on PostgreSQL already).
+SQLITE_MARKERS = os.environ.get("ENVLAB_SQLITE_MARKERS", "")
+
+
+def reachable(url: str) -> bool:
+    hostport = url.split("@")[-1].split("/")[0]
+    host, _, port = hostport.partition(":")
+    try:
+        socket.create_connection((host, int(port or 5432)), timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+def run(args: list[str], env: dict[str, str] | None = None) -> int:
+    print("+", " ".join(args), flush=True)
+    return subprocess.run(args, cwd=ROOT, env=env).returncode
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def main(argv: list[str]) -> int:
+    sys.path.insert(0, str(ROOT))
+    from tests.support.redis_server import OWNED_FLAG, start_redis, stop_redis
+
+    port = free_port()
+    start_redis(port)
+    try:
+        return run_suites(argv, {"REDIS_URL": f"redis://127.0.0.1:{port}/0", OWNED_FLAG: "1"})
+    finally:
+        stop_redis(port)
+
+
+def run_suites(argv: list[str], redis_env: dict[str, str]) -> int:
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    base_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+                "DJANGO_SETTINGS_MODULE": "webapp.settings.test", "PYTHONUNBUFFERED": "1", **redis_env}
+    base_env.pop("DATABASE_URL", None)
+    if run([PY, "-m", "ruff", "check", "."]) != 0:
+        return 1
+    if run([PY, "manage.py", "makemigrations", "--check", "--dry-run"], base_env) != 0:
+        print("models changed without a migration", file=sys.stderr)
+        return 1
+    which = os.environ.get("ENVLAB_TEST_DATABASES", "both")
+    status = 0
+    if which in ("both", "postgres"):
+        if reachable(POSTGRES_URL):
+            code = run([PY, "-m", "pytest", *extra], {**base_env, "DATABASE_URL": POSTGRES_URL})
+            status = status or code
+        elif which == "postgres":
+            print(f"PostgreSQL is not reachable at {POSTGRES_URL}", file=sys.stderr)
+            return 1
+        else:
+            print(f"PostgreSQL not reachable at {POSTGRES_URL}: running on SQLite only", flush=True)
+    if which in ("both", "sqlite"):
+        args = [PY, "-m", "pytest", *extra]
+        if SQLITE_MARKERS:
+            args += ["-m", SQLITE_MARKERS]
+        status = run(args, base_env) or status
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

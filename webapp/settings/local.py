@@ -1,0 +1,9 @@
+"""Local development and `make run`: the embedded defaults (SQLite, local Redis)."""
+
+import os
+
+from .base import *  # noqa: F403
+
+DEBUG = os.environ.get("DEBUG", "1") == "1"
+SECRET_KEY = os.environ.get("SECRET_KEY", "envlab-local-development-only-not-secret")
+ALLOWED_HOSTS = ["*"]

@@ -1,0 +1,34 @@
+"""Test settings: real Redis and database, fast password hashing, a var dir per run."""
+
+import os
+from pathlib import Path
+
+from .base import *  # noqa: F403
+
+SECRET_KEY = "envlab-test-only"
+DEBUG = False
+# Real host names, so the WebSocket origin check is exercised.
+ALLOWED_HOSTS = ["localhost", "127.0.0.1", "testserver"]
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True
+ENVLAB_PROBE_TIMEOUT = float(os.environ.get("ENVLAB_PROBE_TIMEOUT", 3.0))
+
+# Tests share the machine's Redis with `make run`: keep to their own database number.
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/9")
+CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [{"address": REDIS_URL, "socket_timeout": None}]  # noqa: F405
+CELERY_BROKER_URL = REDIS_URL
+# A file, not memory: servers started by the tests (uvicorn, the Celery worker) must see
+# the same database as the test process.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}  # noqa: F405
+ENVLAB_HEARTBEAT_SECONDS = 1.0
+ENVLAB_STALE_SECONDS = float(os.environ.get("ENVLAB_STALE_SECONDS", 8.0))
+ENVLAB_INTERRUPT_SECONDS = float(os.environ.get("ENVLAB_INTERRUPT_SECONDS", 16.0))
+# The tests' own demo model (the fast "test" variant) and checkpoints, apart from `make run`'s.
+RUNS_DIR = Path(os.environ.get("ENVLAB_RUNS_DIR", VAR_DIR / "test-runs"))  # noqa: F405
+MODELS_DIR = Path(os.environ.get("ENVLAB_MODELS_DIR", VAR_DIR / "test-models"))  # noqa: F405
