@@ -1,0 +1,1 @@
+"""OpenEnv environment servers bundled with envlab."""

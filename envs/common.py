@@ -1,0 +1,33 @@
+"""Helpers shared by the bundled OpenEnv environment servers."""
+
+from __future__ import annotations
+
+import os
+
+MAX_CONCURRENT_ENVS_VAR = "MAX_CONCURRENT_ENVS"
+
+
+def max_concurrent_envs(default: int = 64) -> int:
+    """Return the WebSocket session limit for one server process.
+
+    openenv does not read ``MAX_CONCURRENT_ENVS`` itself (its own default is a single
+    session), so every bundled app passes this value to ``create_app``. The limit is
+    per uvicorn worker process.
+
+    Raises:
+        ValueError: if the variable (or ``default``) is not a positive integer.
+    """
+    raw = os.environ.get(MAX_CONCURRENT_ENVS_VAR, "").strip()
+    if not raw:
+        value = default
+    else:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(
+                f"{MAX_CONCURRENT_ENVS_VAR} must be a positive integer, got {raw!r}"
+            ) from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        source = MAX_CONCURRENT_ENVS_VAR if raw else "default"
+        raise ValueError(f"{source} must be a positive integer, got {value!r}")
+    return value

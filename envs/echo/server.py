@@ -1,0 +1,157 @@
+"""Echo environment server (openenv 0.10).
+
+Run with ``python -m uvicorn envs.echo.server:app --host 127.0.0.1 --port 8000`` or
+``python -m envs.echo.server --port 8000``. Episodes live on the WebSocket ``/ws``
+(one environment per connection, at most ``MAX_CONCURRENT_ENVS`` per process); the
+HTTP ``/reset`` and ``/step`` routes build a throwaway environment per request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import uuid
+from typing import Any
+
+from openenv.core.env_server.http_server import create_app
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import EnvironmentMetadata
+
+from envs.common import max_concurrent_envs
+from envs.echo.models import (
+    MAX_MESSAGE_CHARS,
+    MAX_STEPS,
+    EchoAction,
+    EchoObservation,
+    EchoState,
+)
+
+ENV_NAME = "echo"
+ENV_VERSION = "0.1.0"
+
+
+def score(message: str, target: str | None) -> float:
+    """Reward for one message: 1.0 exact (after strip), else half the similarity."""
+    if target is None:
+        return 0.0
+    said = message.strip()
+    if said == target:
+        return 1.0
+    return 0.5 * difflib.SequenceMatcher(None, said, target).ratio()
+
+
+def _instruction(target: str | None) -> str:
+    if target is None:
+        return f"Say anything; it is echoed back. The episode ends after {MAX_STEPS} steps."
+    return (
+        f"Repeat exactly: {target}\n"
+        f"You have {MAX_STEPS} tries; an exact repeat scores 1.0 and ends the episode."
+    )
+
+
+class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
+    """Echoes each message; rewards repeating the reset's ``target`` phrase."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True  # all state is per instance
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._state = EchoState()
+        self._started = False
+
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        target: str | None = None,
+        **kwargs: Any,
+    ) -> EchoObservation:
+        """Start an episode; ``target`` (optional) is the phrase to repeat."""
+        if target is not None:
+            if not isinstance(target, str):
+                raise ValueError(f"target must be a string, got {type(target).__name__}")
+            target = target.strip()
+            if not target:
+                raise ValueError("target must not be empty")
+            if len(target) > MAX_MESSAGE_CHARS:
+                raise ValueError(f"target longer than {MAX_MESSAGE_CHARS} characters")
+        if episode_id is not None and not isinstance(episode_id, str):
+            raise ValueError("episode_id must be a string")
+        self._state = EchoState(
+            episode_id=episode_id or str(uuid.uuid4()), step_count=0, target=target
+        )
+        self._started = True
+        return self._observation(echoed="", reward=None)
+
+    def step(
+        self, action: EchoAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> EchoObservation:
+        """Echo ``action.message`` and score it against the target."""
+        state = self._state
+        if not self._started:
+            raise RuntimeError(
+                "No episode in progress: call reset() first "
+                "(a restarted server gives a reconnecting client a fresh environment)"
+            )
+        if state.done:
+            raise RuntimeError(
+                f"Episode {state.episode_id} is over: call reset() to start a new one"
+            )
+        reward = score(action.message, state.target)
+        state.step_count += 1
+        state.done = reward == 1.0 or state.step_count >= state.max_steps
+        return self._observation(echoed=action.message, reward=reward)
+
+    @property
+    def state(self) -> EchoState:
+        return self._state
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        return EnvironmentMetadata(
+            name=ENV_NAME,
+            description=(
+                "Echoes each message back; with a target phrase, rewards 1.0 for an "
+                f"exact repeat and partial credit below 0.5 otherwise ({MAX_STEPS} steps)."
+            ),
+            version=ENV_VERSION,
+            author="envlab",
+        )
+
+    def _observation(self, echoed: str, reward: float | None) -> EchoObservation:
+        state = self._state
+        return EchoObservation(
+            echoed_message=echoed,
+            instruction=_instruction(state.target),
+            reward=reward,
+            done=state.done,
+            metadata={
+                "episode_id": state.episode_id,
+                "step_count": state.step_count,
+                "max_steps": state.max_steps,
+            },
+        )
+
+
+app = create_app(
+    EchoEnvironment,
+    EchoAction,
+    EchoObservation,
+    env_name=ENV_NAME,
+    max_concurrent_envs=max_concurrent_envs(),
+    state_cls=EchoState,
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve the app with uvicorn (``python -m envs.echo.server --port N``)."""
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description="Serve the echo OpenEnv environment.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+    uvicorn.run(app, host=args.host, port=args.port)
+
+
+if __name__ == "__main__":
+    main()

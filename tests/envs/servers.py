@@ -1,0 +1,95 @@
+"""Start real environment servers (uvicorn subprocesses) for tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def is_healthy(url: str) -> bool:
+    """Whether ``GET {url}/health`` answers 200 (never through a proxy)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(f"{url}/health", timeout=1) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@contextmanager
+def run_server_command(
+    command: Sequence[str],
+    url: str,
+    env: dict[str, str] | None = None,
+    *,
+    startup_timeout: float = 30.0,
+) -> Iterator[str]:
+    """Run ``command`` from the repository root until ``{url}/health`` answers; yield ``url``.
+
+    ``env`` is added to this process's environment. At exit the process is
+    terminated, then killed if it lingers.
+    """
+    child_env = {**os.environ, **(env or {})}
+    child_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO_ROOT), child_env.get("PYTHONPATH", "")) if p
+    )
+    with tempfile.TemporaryFile(mode="w+") as log:
+        process = subprocess.Popen(
+            list(command), cwd=REPO_ROOT, env=child_env, stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            deadline = time.monotonic() + startup_timeout
+            while not is_healthy(url):
+                exited = process.poll() is not None
+                if exited or time.monotonic() > deadline:
+                    log.seek(0)
+                    why = f"exited with {process.returncode}" if exited else "never got healthy"
+                    raise RuntimeError(f"{' '.join(command)} {why}:\n{log.read()}")
+                time.sleep(0.1)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+
+
+@contextmanager
+def run_env_server(
+    module_app: str,
+    env: dict[str, str] | None = None,
+    *,
+    port: int | None = None,
+    startup_timeout: float = 30.0,
+) -> Iterator[str]:
+    """Serve ``module_app`` (e.g. ``"envs.echo.server:app"``) with uvicorn; yield its base URL.
+
+    Picks a free port unless ``port`` is given (to restart a server on the same
+    address) and waits up to ``startup_timeout`` seconds for ``GET /health``.
+    """
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "uvicorn", module_app, "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--log-level", "warning"]
+    with run_server_command(command, url, env, startup_timeout=startup_timeout):
+        yield url

@@ -1,0 +1,325 @@
+"""The echo environment over the wire: a real uvicorn server, the real client."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from websockets.sync.client import connect as ws_connect
+
+from envs.common import max_concurrent_envs
+from envs.echo.client import EchoEnv, open_echo_env
+from envs.echo.models import EchoAction, EchoState
+from envs.echo.server import EchoEnvironment, score
+from tests.envs.servers import free_port, run_env_server, run_server_command
+
+pytestmark: list[pytest.MarkDecorator] = []
+
+APP = "envs.echo.server:app"
+SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
+HELLO_INSTRUCTION = (
+    "Repeat exactly: hello\nYou have 4 tries; an exact repeat scores 1.0 and ends the episode."
+)
+CAPACITY_ERROR = (
+    "Server error: Server at capacity: 2/2 sessions active. "
+    "Cannot accept new connections. (code: CAPACITY_REACHED)"
+)
+NOT_STARTED_ERROR = (
+    "Server error: No episode in progress: call reset() first (a restarted server gives "
+    "a reconnecting client a fresh environment) (code: EXECUTION_ERROR)"
+)
+
+
+def over_error(episode_id: str) -> str:
+    return (
+        f"Server error: Episode {episode_id} is over: call reset() to start a new one "
+        "(code: EXECUTION_ERROR)"
+    )
+
+
+def get_json(url: str) -> Any:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=5) as response:
+        assert response.status == 200
+        return json.load(response)
+
+
+@pytest.fixture(scope="module")
+def echo_url() -> Iterator[str]:
+    with run_env_server(APP, {**SERVER_ENV, "MAX_CONCURRENT_ENVS": "8"}) as url:
+        yield url
+
+
+# --- in-process units -------------------------------------------------------------
+
+
+def test_max_concurrent_envs_reads_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MAX_CONCURRENT_ENVS", raising=False)
+    assert max_concurrent_envs() == 64
+    assert max_concurrent_envs(default=3) == 3
+    monkeypatch.setenv("MAX_CONCURRENT_ENVS", " 5 ")
+    assert max_concurrent_envs() == 5
+    monkeypatch.setenv("MAX_CONCURRENT_ENVS", "")
+    assert max_concurrent_envs() == 64
+
+
+@pytest.mark.parametrize("raw", ["0", "-2", "abc", "1.5"])
+def test_max_concurrent_envs_rejects_bad_values(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    monkeypatch.setenv("MAX_CONCURRENT_ENVS", raw)
+    with pytest.raises(ValueError, match=r"^MAX_CONCURRENT_ENVS must be a positive integer, got "):
+        max_concurrent_envs()
+
+
+def test_max_concurrent_envs_rejects_bad_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MAX_CONCURRENT_ENVS", raising=False)
+    with pytest.raises(ValueError, match=r"^default must be a positive integer, got 0$"):
+        max_concurrent_envs(default=0)
+
+
+def test_score() -> None:
+    assert score("anything", None) == 0.0
+    assert score("  hello\n", "hello") == 1.0
+    assert score("help", "hello") == pytest.approx(1 / 3)  # ratio 6/9, halved
+    assert score("xyz", "hello") == 0.0
+    assert score("Hello", "hello") < 0.5
+
+
+def test_reset_rejects_bad_target() -> None:
+    env = EchoEnvironment()
+    with pytest.raises(ValueError, match="^target must not be empty$"):
+        env.reset(target="   ")
+    assert env.reset(target="  hi ").metadata["step_count"] == 0
+    assert env.state.target == "hi"
+
+
+# --- over the wire ----------------------------------------------------------------
+
+
+def test_http_routes(echo_url: str) -> None:
+    assert get_json(f"{echo_url}/health") == {"status": "healthy"}
+    metadata = get_json(f"{echo_url}/metadata")
+    assert metadata == {
+        "name": "echo",
+        "description": metadata["description"],
+        "readme_content": None,
+        "version": "0.1.0",
+        "author": "envlab",
+        "documentation_url": None,
+    }
+    assert metadata["description"].startswith("Echoes each message back")
+    schema = get_json(f"{echo_url}/schema")
+    assert set(schema) == {"action", "observation", "reset_observation", "state"}
+    assert schema["action"]["title"] == "EchoAction"
+    assert schema["action"]["required"] == ["message"]
+    assert schema["action"]["properties"]["message"]["maxLength"] == 2000
+    assert list(schema["observation"]["properties"]) == [
+        "done",
+        "reward",
+        "metadata",
+        "echoed_message",
+        "instruction",
+    ]
+    assert list(schema["state"]["properties"]) == [
+        "episode_id",
+        "step_count",
+        "target",
+        "max_steps",
+        "done",
+    ]
+    # HTTP /state is stateless: a fresh, never-reset environment.
+    assert get_json(f"{echo_url}/state") == {
+        "episode_id": None,
+        "step_count": 0,
+        "target": None,
+        "max_steps": 4,
+        "done": False,
+    }
+
+
+def test_exact_match_scores_one_and_ends_episode(echo_url: str) -> None:
+    with open_echo_env(echo_url) as env:
+        first = env.reset(target="hello")
+        episode_id = first.observation.metadata["episode_id"]
+        assert first.reward is None
+        assert first.done is False
+        assert first.observation.echoed_message == ""
+        assert first.observation.instruction == HELLO_INSTRUCTION
+        assert first.metadata == {"episode_id": episode_id, "step_count": 0, "max_steps": 4}
+
+        result = env.step(EchoAction(message=" hello\n"))
+        assert result.reward == 1.0
+        assert result.done is True
+        assert result.observation.echoed_message == " hello\n"
+        assert result.observation.reward == 1.0
+        assert result.observation.done is True
+        assert result.observation.metadata == {
+            "episode_id": episode_id,
+            "step_count": 1,
+            "max_steps": 4,
+        }
+        assert env.state() == EchoState(
+            episode_id=episode_id, step_count=1, target="hello", max_steps=4, done=True
+        )
+
+        with pytest.raises(RuntimeError) as excinfo:
+            env.step(EchoAction(message="hello"))
+        assert str(excinfo.value) == over_error(episode_id)
+
+        # The socket survives the error; reset starts over.
+        again = env.reset(target="hello")
+        assert again.observation.metadata["episode_id"] != episode_id
+        assert env.step(EchoAction(message="hello")).reward == 1.0
+
+
+def test_partial_credit_and_step_limit(echo_url: str) -> None:
+    with open_echo_env(echo_url) as env:
+        env.reset(target="hello")
+        rewards = []
+        for step in range(1, 5):
+            result = env.step(EchoAction(message="help"))
+            rewards.append(result.reward)
+            assert result.observation.metadata["step_count"] == step
+            assert result.done is (step == 4)
+        assert rewards == [pytest.approx(1 / 3)] * 4
+        assert all(0.0 <= r < 1.0 for r in rewards)
+        with pytest.raises(RuntimeError, match=r"\(code: EXECUTION_ERROR\)$"):
+            env.step(EchoAction(message="hello"))
+
+
+def test_without_target_reward_is_zero(echo_url: str) -> None:
+    with open_echo_env(echo_url) as env:
+        reset = env.reset()
+        assert reset.observation.instruction == (
+            "Say anything; it is echoed back. The episode ends after 4 steps."
+        )
+        results = [env.step(EchoAction(message=f"m{i}")) for i in range(4)]
+        assert [r.reward for r in results] == [0.0, 0.0, 0.0, 0.0]
+        assert [r.done for r in results] == [False, False, False, True]
+        assert [r.observation.echoed_message for r in results] == ["m0", "m1", "m2", "m3"]
+
+
+def test_episode_ids(echo_url: str) -> None:
+    with open_echo_env(echo_url) as env:
+        ids = {env.reset().observation.metadata["episode_id"] for _ in range(3)}
+        assert len(ids) == 3
+        chosen = env.reset(episode_id="ep-42", target="hi")
+        assert chosen.observation.metadata["episode_id"] == "ep-42"
+        assert env.state().episode_id == "ep-42"
+
+
+def test_step_before_reset_is_an_error(echo_url: str) -> None:
+    with open_echo_env(echo_url) as env:
+        with pytest.raises(RuntimeError) as excinfo:
+            env.step(EchoAction(message="hello"))
+        assert str(excinfo.value) == NOT_STARTED_ERROR
+        assert env.state().episode_id is None
+
+
+def test_concurrent_sessions_are_independent(echo_url: str) -> None:
+    with open_echo_env(echo_url) as a, EchoEnv(base_url=echo_url).sync() as b:
+        id_a = a.reset(target="alpha").observation.metadata["episode_id"]
+        id_b = b.reset(target="beta").observation.metadata["episode_id"]
+        assert id_a != id_b
+        hit = b.step(EchoAction(message="beta"))
+        assert (hit.reward, hit.done) == (1.0, True)
+        miss = a.step(EchoAction(message="beta"))
+        assert miss.reward is not None and miss.reward < 0.5
+        assert miss.done is False
+        assert miss.observation.metadata == {"episode_id": id_a, "step_count": 1, "max_steps": 4}
+        assert a.state() == EchoState(episode_id=id_a, step_count=1, target="alpha", done=False)
+        assert b.state() == EchoState(episode_id=id_b, step_count=1, target="beta", done=True)
+
+
+def test_wire_protocol_validation_error(echo_url: str) -> None:
+    ws_url = echo_url.replace("http://", "ws://") + "/ws"
+    with ws_connect(ws_url, proxy=None) as ws:
+        ws.send(json.dumps({"type": "reset", "data": {"target": "hi"}}))
+        reply = json.loads(ws.recv(timeout=5))
+        assert reply["type"] == "observation"
+        assert set(reply["data"]) == {"observation", "reward", "done", "metadata"}
+        ws.send(json.dumps({"type": "step", "data": {"message": "y" * 2001}}))
+        error = json.loads(ws.recv(timeout=5))
+        assert error["type"] == "error"
+        assert error["data"]["message"] == "Invalid message"
+        assert error["data"]["code"] == "VALIDATION_ERROR"
+        assert error["data"]["errors"][0]["type"] == "string_too_long"
+        ws.send(json.dumps({"type": "step", "data": {"message": "hi"}}))
+        assert json.loads(ws.recv(timeout=5))["data"]["reward"] == 1.0
+
+
+def test_capacity_reached() -> None:
+    # Started the second supported way, ``python -m envs.echo.server --port N``.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "envs.echo.server", "--port", str(port)]
+    with run_server_command(command, url, {**SERVER_ENV, "MAX_CONCURRENT_ENVS": "2"}):
+        with open_echo_env(url) as a, open_echo_env(url) as b:
+            a.reset()
+            b.reset()
+            third = open_echo_env(url)
+            try:
+                third.connect()  # the socket opens; the refusal comes as the first reply
+                with pytest.raises(RuntimeError) as excinfo:
+                    third.reset()
+                assert str(excinfo.value) == CAPACITY_ERROR
+            finally:
+                third.close()
+            assert a.step(EchoAction(message="still here")).reward == 0.0
+        # Both sessions closed: slots are free again.
+        with open_echo_env(url) as a, open_echo_env(url) as b:
+            assert a.reset().done is False
+            assert b.reset().done is False
+
+
+def test_server_restart_is_detectable() -> None:
+    port = free_port()
+    env = open_echo_env(f"http://127.0.0.1:{port}")
+    try:
+        with run_env_server(APP, SERVER_ENV, port=port):
+            env.connect()
+            old_id = env.reset(target="hello").observation.metadata["episode_id"]
+        with run_env_server(APP, SERVER_ENV, port=port):
+            # The client reconnects silently to a brand-new environment.
+            with pytest.raises(RuntimeError) as excinfo:
+                env.step(EchoAction(message="hello"))
+            assert str(excinfo.value) == NOT_STARTED_ERROR
+            new_id = env.reset(target="hello").observation.metadata["episode_id"]
+            assert new_id != old_id
+    finally:
+        env.close()
+
+
+def test_openenv_validate(echo_url: str, tmp_path: Path) -> None:
+    report_path = tmp_path / "report.json"
+    command = [sys.executable, "-m", "openenv.cli", "validate", "--url", echo_url]
+    run = subprocess.run(
+        [*command, "--output", str(report_path)], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.splitlines() == [
+        f"Validation report for {echo_url} (profile: openenv-http/1.x)",
+        "  standard version: 1.0.0 · mode: simulation",
+        "  PASS  openapi_version_available",
+        "  PASS  health_endpoint",
+        "  PASS  metadata_endpoint",
+        "  PASS  schema_endpoint",
+        "  PASS  mcp_endpoint",
+        "  PASS  mode_endpoint_consistency",
+        "Verdict: PASS",
+    ]
+    report = json.loads(report_path.read_text())
+    assert report["passed"] is True
+    assert report["mode"] == "simulation"
+    assert report["summary"] == {
+        "passed_count": 6,
+        "total_count": 6,
+        "failed_criteria": [],
+        "required_passed_count": 6,
+        "required_total_count": 6,
+    }
