@@ -1,0 +1,55 @@
+"""Output shapes of the API (input goes through the services' own validation)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from webapp.catalog.models import Environment
+from webapp.runs.models import Rollout, Run, WorkerHeartbeat
+from webapp.runs.selectors import run_progress
+
+
+class EnvironmentIn(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    kind = serializers.ChoiceField(choices=Environment.Kind.choices, default=Environment.Kind.OPENENV)
+    base_url = serializers.CharField(max_length=500)
+    capacity = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=100_000)
+
+
+class EnvironmentOut(serializers.ModelSerializer):
+    class Meta:
+        model = Environment
+        fields = [
+            "id", "name", "kind", "base_url", "status", "tools", "capacity", "metadata",
+            "last_error", "checked_at", "created_at",
+        ]
+
+
+class RunOut(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username")
+    progress = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = [
+            "id", "name", "owner", "status", "step", "max_steps", "error", "model", "config",
+            "cancel_requested", "attempts", "checkpoint_step", "last_seq", "worker_name",
+            "created_at", "started_at", "finished_at", "heartbeat_at", "progress",
+        ]
+
+    def get_progress(self, run: Run) -> dict:
+        return run_progress(run=run)
+
+
+class RolloutOut(serializers.ModelSerializer):
+    class Meta:
+        model = Rollout
+        fields = ["seq", "step", "env", "prompt", "messages", "rewards", "reward", "advantage", "created_at"]
+
+
+class WorkerOut(serializers.ModelSerializer):
+    current_run = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = WorkerHeartbeat
+        fields = ["name", "capabilities", "heartbeat_at", "current_run"]

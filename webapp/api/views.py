@@ -1,0 +1,148 @@
+"""REST API v1 (see shared/docs/design.md): thin views over services and selectors."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from webapp.api.serializers import EnvironmentIn, EnvironmentOut, RolloutOut, RunOut, WorkerOut
+from webapp.catalog.models import Environment
+from webapp.catalog.services import environment_probe, environment_register
+from webapp.runs.models import Run, WorkerHeartbeat
+from webapp.runs.selectors import run_metric_series, run_rollouts, runs_visible_to
+from webapp.runs.services import (
+    run_launch,
+    run_mark_stale_interrupted,
+    run_request_cancel,
+    run_resume,
+)
+
+
+def _int_param(request: Request, name: str, default: int | None, lo: int, hi: int) -> int | None:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationError({name: [f"'{raw}' is not an integer"]}) from None
+    if not lo <= value <= hi:
+        raise ValidationError({name: [f"must be between {lo} and {hi}"]})
+    return value
+
+
+class EnvironmentListApi(APIView):
+    @extend_schema(responses=EnvironmentOut(many=True))
+    def get(self, request: Request) -> Response:
+        return Response(EnvironmentOut(Environment.objects.all(), many=True).data)
+
+    @extend_schema(request=EnvironmentIn, responses={201: EnvironmentOut})
+    def post(self, request: Request) -> Response:
+        data = EnvironmentIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        environment = environment_register(owner=request.user, **data.validated_data)
+        return Response(EnvironmentOut(environment).data, status=status.HTTP_201_CREATED)
+
+
+class EnvironmentDetailApi(APIView):
+    @extend_schema(responses=EnvironmentOut)
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(EnvironmentOut(get_object_or_404(Environment, pk=pk)).data)
+
+
+class EnvironmentProbeApi(APIView):
+    @extend_schema(request=None, responses=EnvironmentOut)
+    def post(self, request: Request, pk: int) -> Response:
+        environment = environment_probe(environment=get_object_or_404(Environment, pk=pk))
+        return Response(EnvironmentOut(environment).data)
+
+
+class RunListApi(APIView):
+    @extend_schema(responses=RunOut(many=True))
+    def get(self, request: Request) -> Response:
+        run_mark_stale_interrupted()
+        return Response(RunOut(runs_visible_to(user=request.user)[:200], many=True).data)
+
+    @extend_schema(request=dict, responses={201: RunOut})
+    def post(self, request: Request) -> Response:
+        run = run_launch(owner=request.user, data=request.data)
+        return Response(RunOut(run).data, status=status.HTTP_201_CREATED)
+
+
+def _visible_run(request: Request, pk: int) -> Run:
+    return get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+
+
+class RunDetailApi(APIView):
+    @extend_schema(responses=RunOut)
+    def get(self, request: Request, pk: int) -> Response:
+        run_mark_stale_interrupted()
+        return Response(RunOut(_visible_run(request, pk)).data)
+
+
+class RunCancelApi(APIView):
+    @extend_schema(request=None, responses=RunOut)
+    def post(self, request: Request, pk: int) -> Response:
+        return Response(RunOut(run_request_cancel(run=_visible_run(request, pk))).data)
+
+
+class RunResumeApi(APIView):
+    @extend_schema(request=None, responses=RunOut)
+    def post(self, request: Request, pk: int) -> Response:
+        return Response(RunOut(run_resume(run=_visible_run(request, pk))).data)
+
+
+class RunMetricsApi(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("key", str, many=True),
+            OpenApiParameter("max_points", int),
+        ],
+        responses=dict,
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        run = _visible_run(request, pk)
+        keys = [k for k in request.query_params.getlist("key") if k]
+        max_points = _int_param(request, "max_points", 500, 1, 100_000)
+        return Response({"series": run_metric_series(run=run, keys=keys, max_points=max_points)})
+
+
+class RunRolloutsApi(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("step", int),
+            OpenApiParameter("env", str),
+            OpenApiParameter("after_seq", int),
+            OpenApiParameter("limit", int),
+        ],
+        responses=dict,
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        run = _visible_run(request, pk)
+        step = _int_param(request, "step", None, 0, 10**9)
+        after_seq = _int_param(request, "after_seq", None, 0, 10**15)
+        limit = _int_param(request, "limit", 50, 1, 500)
+        rows = list(
+            run_rollouts(run=run, step=step, env=request.query_params.get("env") or None, after_seq=after_seq)[
+                : limit + 1
+            ]
+        )
+        page, more = rows[:limit], len(rows) > limit
+        next_url = None
+        if more:
+            params = request.query_params.copy()
+            params["after_seq"] = str(page[-1].seq)
+            params["limit"] = str(limit)
+            next_url = request.build_absolute_uri(f"{request.path}?{params.urlencode()}")
+        return Response({"results": RolloutOut(page, many=True).data, "next": next_url})
+
+
+class WorkerListApi(APIView):
+    @extend_schema(responses=WorkerOut(many=True))
+    def get(self, request: Request) -> Response:
+        return Response(WorkerOut(WorkerHeartbeat.objects.order_by("name"), many=True).data)

@@ -1,0 +1,41 @@
+"""Registered environments: where they are, how healthy they are, what they offer."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Environment(models.Model):
+    class Kind(models.TextChoices):
+        OPENENV = "openenv", "OpenEnv"
+        ORS = "ors", "Open Reward Standard"
+        HARBOR = "harbor", "Harbor"
+
+    class Status(models.TextChoices):
+        UNKNOWN = "unknown", "Unknown"
+        HEALTHY = "healthy", "Healthy"
+        UNHEALTHY = "unhealthy", "Unhealthy"
+
+    name = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.OPENENV)
+    base_url = models.URLField(max_length=500)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="environments",
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.UNKNOWN)
+    # Tool schemas as the catalog shows them: [{name, description, parameters}].
+    tools = models.JSONField(default=list, blank=True)
+    # Concurrent sessions the server accepts (servers do not report it: declared or probed).
+    capacity = models.PositiveIntegerField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    checked_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"

@@ -1,0 +1,170 @@
+"""The one schema of a run's configuration: used by the form, the API and the worker.
+
+Pure pydantic: structural rules live here; rules that need the database or the disk
+(does the environment exist, is it healthy, is the model there) live in
+`webapp.runs.services.run_config_check`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+MODEL_DEMO_RE = re.compile(r"^demo:[a-z0-9][a-z0-9-]{0,62}$")
+MODEL_HUB_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunEnvironment(_Strict):
+    environment: int = Field(description="Id of a registered environment.")
+    name: str = Field(default="", max_length=64, description="Name of this environment within the run.")
+    prompt: str = Field(min_length=1, max_length=4000, description="User prompt of each episode.")
+    rows: int = Field(default=64, ge=1, le=100_000, description="Dataset rows for this environment.")
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_slug(cls, value: str) -> str:
+        if value and not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", value):
+            raise ValueError("use lowercase letters, digits, '-' and '_'")
+        return value
+
+
+class RewardTerm(_Strict):
+    name: str = Field(min_length=1, max_length=64)
+    kind: Literal["env_reward", "tool_called"] = "env_reward"
+    weight: float = Field(default=1.0, ge=-100, le=100)
+    environments: list[str] | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_identifier(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", value):
+            raise ValueError("use lowercase letters, digits and '_', starting with a letter")
+        return value
+
+
+class GRPOSettings(_Strict):
+    num_generations: int = Field(default=4, ge=2, le=64)
+    max_steps: int = Field(default=20, ge=1, le=100_000)
+    learning_rate: float = Field(default=1e-5, gt=0, le=1)
+    per_device_train_batch_size: int = Field(default=4, ge=1, le=1024)
+    gradient_accumulation_steps: int = Field(default=1, ge=1, le=1024)
+    max_completion_length: int = Field(default=256, ge=8, le=32768)
+    max_tool_calling_iterations: int = Field(default=4, ge=1, le=64)
+    beta: float = Field(default=0.0, ge=0, le=10)
+    temperature: float = Field(default=1.0, gt=0, le=5)
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    save_steps: int = Field(default=5, ge=1, le=100_000, description="Checkpoint every N steps.")
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=lambda: {"enable_thinking": False})
+
+    @property
+    def generation_batch_size(self) -> int:
+        # One process: TRL generates per_device_train_batch_size * steps_per_generation
+        # completions at once, and steps_per_generation defaults to the accumulation steps.
+        return self.per_device_train_batch_size * self.gradient_accumulation_steps
+
+    @model_validator(mode="after")
+    def _generations_divide_batch(self) -> GRPOSettings:
+        if self.generation_batch_size % self.num_generations:
+            raise _FieldError(
+                "num_generations",
+                f"num_generations ({self.num_generations}) must divide the generation batch "
+                f"size per_device_train_batch_size x gradient_accumulation_steps "
+                f"({self.per_device_train_batch_size} x {self.gradient_accumulation_steps} "
+                f"= {self.generation_batch_size})",
+            )
+        return self
+
+
+class GenerationSettings(_Strict):
+    backend: Literal["transformers", "vllm"] = "transformers"
+    vllm_mode: Literal["colocate", "server"] = "colocate"
+    vllm_server_base_url: str | None = None
+
+
+class RunConfig(_Strict):
+    name: str = Field(min_length=1, max_length=120)
+    model: str = Field(min_length=1, max_length=500)
+    environments: list[RunEnvironment] = Field(min_length=1, max_length=1)
+    rewards: list[RewardTerm] = Field(
+        default_factory=lambda: [RewardTerm(name="env_reward", kind="env_reward", weight=1.0)],
+        min_length=1,
+        max_length=32,
+    )
+    grpo: GRPOSettings = Field(default_factory=GRPOSettings)
+    generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    device: Literal["cpu", "cuda"] = "cpu"
+
+    @field_validator("model")
+    @classmethod
+    def _model_form(cls, value: str) -> str:
+        value = value.strip()
+        if value.startswith("demo:"):
+            if not MODEL_DEMO_RE.fullmatch(value):
+                raise ValueError("a demo model is 'demo:<name>' with lowercase letters, digits and '-'")
+        elif not (value.startswith("/") or MODEL_HUB_RE.fullmatch(value)):
+            raise ValueError("give a hub id 'org/name', an absolute local folder, or 'demo:<name>'")
+        return value
+
+    @model_validator(mode="after")
+    def _names_unique(self) -> RunConfig:
+        for index, env in enumerate(self.environments):
+            if not env.name:
+                env.name = f"env{index}" if len(self.environments) > 1 else "env"
+        names = [term.name for term in self.rewards]
+        if len(set(names)) != len(names):
+            raise _FieldError("rewards", "reward term names must be unique")
+        env_names = {env.name for env in self.environments}
+        for term in self.rewards:
+            unknown = set(term.environments or []) - env_names
+            if unknown:
+                raise _FieldError(
+                    "rewards", f"term '{term.name}' names unknown environments {sorted(unknown)}"
+                )
+        if self.generation.backend == "vllm" and self.device != "cuda":
+            raise _FieldError("generation", "the vllm backend needs device 'cuda'")
+        return self
+
+
+class _FieldError(ValueError):
+    """A cross-field rule that failed, reported against one field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+class RunConfigError(Exception):
+    """A run configuration was rejected; `errors` maps dotted field paths to messages."""
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
+        self.errors = errors
+
+
+def parse_run_config(data: Any) -> RunConfig:
+    """Validate raw input (dict from JSON or a form) into a RunConfig, or raise RunConfigError."""
+    if not isinstance(data, dict):
+        raise RunConfigError({"non_field_errors": ["expected a JSON object"]})
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        errors: dict[str, list[str]] = {}
+        for error in exc.errors():
+            ctx_error = (error.get("ctx") or {}).get("error")
+            if isinstance(ctx_error, _FieldError):
+                prefix = ".".join(str(p) for p in error["loc"])
+                key = f"{prefix}.{ctx_error.field}" if prefix else ctx_error.field
+                errors.setdefault(key, []).append(ctx_error.message)
+                continue
+            key = ".".join(str(p) for p in error["loc"]) or "non_field_errors"
+            message = error["msg"].removeprefix("Value error, ")
+            errors.setdefault(key, []).append(message)
+        raise RunConfigError(errors) from None

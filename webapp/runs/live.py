@@ -1,0 +1,27 @@
+"""Small notifications to a run's channel group. Delivery is best effort: the database is
+the truth and clients catch up over REST, so a Redis outage is logged, never raised."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+log = logging.getLogger(__name__)
+
+
+def run_group(run_id: int) -> str:
+    return f"run-{run_id}"
+
+
+def notify_run(run_id: int, payload: dict[str, Any]) -> None:
+    """Send from synchronous code (views, services). Never raises."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(run_group(run_id), {"type": "run.event", "payload": payload})
+    except Exception as exc:  # Redis down or frozen: the page catches up from the database
+        log.warning("live notification for run %s dropped: %s", run_id, exc)

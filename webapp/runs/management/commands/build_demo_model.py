@@ -1,0 +1,35 @@
+"""Build an offline demo model (no network): `python manage.py build_demo_model echo`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+
+class Command(BaseCommand):
+    help = "Build a tiny offline demo model (demo:<name>) with a locally trained tokenizer."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("name", nargs="?", default="echo")
+        parser.add_argument("--variant", choices=["demo", "test"], default="demo")
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--if-missing", action="store_true", help="do nothing when it is already built")
+
+    def handle(self, *args: Any, name: str, variant: str, seed: int, if_missing: bool, **options: Any) -> None:
+        import os
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from worker.demo_model import build_demo_model, demo_model_path, is_built
+
+        try:
+            path = demo_model_path(name, settings.MODELS_DIR)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        if if_missing and is_built(path):
+            self.stdout.write(f"demo:{name} is already built at {path}")
+            return
+        self.stdout.write(f"Building demo:{name} ({variant}) at {path} ...")
+        build_demo_model(path, variant=variant, seed=seed, progress=lambda msg: self.stdout.write(f"  {msg}"))
+        self.stdout.write(self.style.SUCCESS(f"demo:{name} ready at {path}"))

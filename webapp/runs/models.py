@@ -1,0 +1,114 @@
+"""Training runs and what they record: metrics per step and rollout transcripts."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+        INTERRUPTED = "interrupted", "Interrupted"
+
+    ACTIVE = (Status.QUEUED, Status.RUNNING)
+    RESUMABLE = (Status.INTERRUPTED, Status.CANCELLED)
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    name = models.CharField(max_length=120)
+    # The validated RunConfig (webapp.runs.config), as JSON.
+    config = models.JSONField()
+    model = models.CharField(max_length=500)
+    environments = models.ManyToManyField("catalog.Environment", related_name="runs", blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    step = models.PositiveIntegerField(default=0)
+    max_steps = models.PositiveIntegerField()
+    error = models.TextField(blank=True, default="")
+    cancel_requested = models.BooleanField(default=False)
+    # The lease: who trains the run, and when they last proved they are alive.
+    lease_owner = models.CharField(max_length=64, blank=True, default="")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    worker_name = models.CharField(max_length=200, blank=True, default="")
+    attempts = models.PositiveIntegerField(default=0)
+    checkpoint_step = models.PositiveIntegerField(null=True, blank=True)
+    # Last telemetry sequence number handed out for this run.
+    last_seq = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.name} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE
+
+
+class MetricPoint(models.Model):
+    """One value TRL logged at one step. A step re-run after a resume replaces its values."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metrics")
+    step = models.PositiveIntegerField()
+    key = models.CharField(max_length=120)
+    value = models.FloatField(null=True)
+    seq = models.PositiveBigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "step", "key"], name="metric_unique_run_step_key")
+        ]
+        indexes = [
+            models.Index(fields=["run", "key", "step"]),
+            models.Index(fields=["run", "seq"]),
+        ]
+
+
+class Rollout(models.Model):
+    """One completed episode: the full multi-turn transcript and its scores."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="rollouts")
+    seq = models.PositiveBigIntegerField()
+    step = models.PositiveIntegerField()
+    env = models.CharField(max_length=64, blank=True, default="")
+    prompt = models.JSONField(default=list)
+    messages = models.JSONField(default=list)
+    # {term name: value or None (term not applicable, or the rollout is unscored)}
+    rewards = models.JSONField(default=dict)
+    reward = models.FloatField(null=True)
+    advantage = models.FloatField(null=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="rollout_unique_run_seq")]
+        indexes = [models.Index(fields=["run", "step"])]
+
+
+class RunEvent(models.Model):
+    """Something that happened to a run: claimed, taken over, resumed, cancelled, failed."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=32)
+    message = models.TextField(blank=True, default="")
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+
+class WorkerHeartbeat(models.Model):
+    """A Celery worker's last sign of life and what it can do."""
+
+    name = models.CharField(max_length=200, unique=True)
+    capabilities = models.JSONField(default=dict)
+    heartbeat_at = models.DateTimeField()
+    current_run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL)

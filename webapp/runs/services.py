@@ -1,0 +1,294 @@
+"""Writes for runs: launch, cancel, resume, the worker's lease, and recorded telemetry."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import F, Q, Value
+from django.db.models.functions import Greatest
+from django.utils import timezone
+
+from webapp.catalog.adapters import adapter_for
+from webapp.catalog.models import Environment
+from webapp.catalog.probe import ProbeError, probe_openenv
+from webapp.runs.config import RunConfig, RunConfigError, parse_run_config
+from webapp.runs.live import notify_run
+from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
+
+
+class RunStateError(Exception):
+    """The run is not in a state that allows this action."""
+
+
+def model_path(model: str) -> Path | None:
+    """Where a run's model lives on this machine, or None for a hub id."""
+    if model.startswith("demo:"):
+        return settings.MODELS_DIR / model.removeprefix("demo:")
+    if model.startswith("/"):
+        return Path(model)
+    return None
+
+
+def _model_error(model: str) -> str | None:
+    path = model_path(model)
+    if path is None:
+        # A hub id: offline machines can only use what the hub cache already holds.
+        import os
+
+        if os.environ.get("HF_HUB_OFFLINE") == "1":
+            from huggingface_hub import try_to_load_from_cache
+
+            if not isinstance(try_to_load_from_cache(model, "config.json"), str):
+                return f"model '{model}' is not in the local hub cache and this machine is offline"
+        return None
+    if not (path / "config.json").is_file():
+        if model.startswith("demo:"):
+            return (
+                f"demo model '{model}' is not built; run "
+                f"`python manage.py build_demo_model {model.removeprefix('demo:')}`"
+            )
+        return f"no model folder with a config.json at {path}"
+    return None
+
+
+def run_config_check(*, config: RunConfig) -> dict[str, list[str]]:
+    """Rules that need the database or the disk. Re-probes each environment's health."""
+    errors: dict[str, list[str]] = {}
+    model_error = _model_error(config.model)
+    if model_error:
+        errors["model"] = [model_error]
+    batch = config.grpo.generation_batch_size
+    for index, item in enumerate(config.environments):
+        key = f"environments.{index}.environment"
+        environment = Environment.objects.filter(pk=item.environment).first()
+        if environment is None:
+            errors[key] = [f"no environment with id {item.environment}"]
+            continue
+        if adapter_for(environment.metadata.get("name", "")) is None:
+            errors[key] = [f"environment '{environment.name}' has no training adapter yet"]
+            continue
+        # Checked live, but not stored: a rejected request changes no row.
+        try:
+            probe = probe_openenv(environment.base_url)
+            problem = "" if probe.healthy else probe.error
+        except ProbeError as exc:
+            problem = str(exc)
+        if problem:
+            errors[key] = [f"environment '{environment.name}' is unhealthy: {problem}"]
+        elif environment.capacity is not None and environment.capacity < batch:
+            errors[key] = [
+                f"environment '{environment.name}' takes {environment.capacity} concurrent sessions, "
+                f"fewer than the generation batch of {batch} rollouts "
+                f"(per_device_train_batch_size x gradient_accumulation_steps)"
+            ]
+    return errors
+
+
+def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
+    """Validate a raw config and queue the run; a rejected config writes nothing."""
+    config = parse_run_config(data)
+    errors = run_config_check(config=config)
+    if errors:
+        raise RunConfigError(errors)
+    with transaction.atomic():
+        run = Run.objects.create(
+            owner=owner,
+            name=config.name,
+            config=config.model_dump(mode="json"),
+            model=config.model,
+            max_steps=config.grpo.max_steps,
+        )
+        run.environments.set([item.environment for item in config.environments])
+        RunEvent.objects.create(run=run, kind="queued", message="Run queued.")
+        _enqueue_on_commit(run)
+    return run
+
+
+def _enqueue_on_commit(run: Run) -> None:
+    from worker.tasks import train_run  # Celery task module: imports no torch
+
+    run_id = run.pk
+    transaction.on_commit(lambda: train_run.delay(run_id))
+
+
+def run_request_cancel(*, run: Run) -> Run:
+    """Queued runs stop at once; a running one stops at its next step with a checkpoint."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.status == Run.Status.QUEUED:
+            run.status = Run.Status.CANCELLED
+            run.finished_at = timezone.now()
+            run.save(update_fields=["status", "finished_at"])
+            RunEvent.objects.create(run=run, kind="cancelled", message="Cancelled before it started.")
+        elif run.status == Run.Status.RUNNING:
+            if not run.cancel_requested:
+                run.cancel_requested = True
+                run.save(update_fields=["cancel_requested"])
+                RunEvent.objects.create(run=run, kind="cancel_requested", message="Cancel requested.")
+        else:
+            raise RunStateError(f"only queued or running runs can be cancelled; this one is {run.status}")
+    notify_run(run.pk, {"type": "status", "status": run.status, "step": run.step})
+    return run
+
+
+def run_resume(*, run: Run) -> Run:
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.status not in Run.RESUMABLE:
+            raise RunStateError(f"only interrupted or cancelled runs resume; this one is {run.status}")
+        run.status = Run.Status.QUEUED
+        run.cancel_requested = False
+        run.error = ""
+        run.finished_at = None
+        run.save(update_fields=["status", "cancel_requested", "error", "finished_at"])
+        RunEvent.objects.create(
+            run=run, kind="resumed", message=f"Resume queued from checkpoint step {run.checkpoint_step or 0}."
+        )
+        _enqueue_on_commit(run)
+    notify_run(run.pk, {"type": "status", "status": run.status, "step": run.step})
+    return run
+
+
+# --- the worker's lease -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Claim:
+    outcome: str  # "claimed", "busy" (alive elsewhere), "done" (nothing to do)
+    run: Run | None = None
+    takeover: bool = False
+
+
+def _stale_before(seconds: float | None = None) -> Any:
+    return timezone.now() - timedelta(seconds=seconds or settings.ENVLAB_STALE_SECONDS)
+
+
+def run_claim(*, run_id: int, lease_owner: str, worker_name: str) -> Claim:
+    """Take the run's lease with one conditional UPDATE.
+
+    Succeeds only when the run is queued, or running under a heartbeat gone stale (its
+    worker died): then this claim takes it over and continues from the last checkpoint.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        was_running = Run.objects.filter(
+            pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=_stale_before()
+        ).exists()
+        changed = Run.objects.filter(
+            Q(status=Run.Status.QUEUED)
+            | Q(status=Run.Status.RUNNING, heartbeat_at__lt=_stale_before())
+            | Q(status=Run.Status.RUNNING, heartbeat_at__isnull=True),
+            pk=run_id,
+        ).update(
+            status=Run.Status.RUNNING,
+            lease_owner=lease_owner,
+            worker_name=worker_name[:200],
+            heartbeat_at=now,
+        )
+        if changed != 1:
+            run = Run.objects.filter(pk=run_id).first()
+            if run is not None and run.status == Run.Status.RUNNING:
+                return Claim("busy", run)
+            return Claim("done", run)
+        run = Run.objects.get(pk=run_id)
+        run.attempts += 1
+        run.started_at = run.started_at or now
+        run.save(update_fields=["attempts", "started_at"])
+        kind = "taken_over" if was_running else "claimed"
+        RunEvent.objects.create(
+            run=run, kind=kind, message=f"{worker_name} claimed the run (attempt {run.attempts}).",
+            data={"attempt": run.attempts, "checkpoint_step": run.checkpoint_step},
+        )
+    notify_run(run_id, {"type": "status", "status": run.status, "step": run.step})
+    return Claim("claimed", run, takeover=was_running)
+
+
+@transaction.atomic
+def run_rewind(*, run_id: int, lease_owner: str, to_step: int) -> bool:
+    """Forget what was recorded after `to_step`: training continues from there, and the
+    steps after it belong to a timeline that is being redone. Only the lease holder may."""
+    run = Run.objects.select_for_update().filter(pk=run_id, lease_owner=lease_owner).first()
+    if run is None:
+        return False
+    MetricPoint.objects.filter(run=run, step__gt=to_step).delete()
+    Rollout.objects.filter(run=run, step__gt=to_step).delete()
+    run.step = to_step
+    run.checkpoint_step = to_step or None
+    run.save(update_fields=["step", "checkpoint_step"])
+    RunEvent.objects.create(run=run, kind="started", message=f"Training from step {to_step}.")
+    return True
+
+
+def run_heartbeat(*, run_id: int, lease_owner: str, step: int | None = None) -> tuple[bool, bool]:
+    """Renew the lease. Returns (still ours, cancel requested)."""
+    fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
+    if step is not None:
+        fields["step"] = Greatest(F("step"), Value(step))
+    changed = Run.objects.filter(
+        pk=run_id, lease_owner=lease_owner, status=Run.Status.RUNNING
+    ).update(**fields)
+    if changed != 1:
+        return False, False
+    cancel = Run.objects.filter(pk=run_id).values_list("cancel_requested", flat=True).first()
+    return True, bool(cancel)
+
+
+def run_checkpointed(*, run_id: int, lease_owner: str, step: int) -> None:
+    Run.objects.filter(pk=run_id, lease_owner=lease_owner).update(checkpoint_step=step)
+
+
+def run_finish(*, run_id: int, lease_owner: str, status: str, error: str = "", step: int | None = None) -> bool:
+    """End the run if we still hold its lease."""
+    fields: dict[str, Any] = {
+        "status": status, "error": error[:10_000], "finished_at": timezone.now(),
+        "lease_owner": "", "cancel_requested": False,
+    }
+    if step is not None:
+        fields["step"] = step
+    with transaction.atomic():
+        changed = Run.objects.filter(
+            pk=run_id, lease_owner=lease_owner, status=Run.Status.RUNNING
+        ).update(**fields)
+        if changed:
+            RunEvent.objects.create(run_id=run_id, kind=status, message=error[:2000] or f"Run {status}.")
+    if changed:
+        notify_run(run_id, {"type": "status", "status": status, "step": step})
+    return bool(changed)
+
+
+def run_mark_stale_interrupted() -> int:
+    """Runs whose worker stopped renewing the lease, and that nobody took over, are interrupted."""
+    # Later than the takeover threshold: a redelivered task gets the first chance.
+    cutoff = _stale_before(settings.ENVLAB_INTERRUPT_SECONDS)
+    stale = list(
+        Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff).values_list(
+            "pk", flat=True
+        )
+    )
+    marked = 0
+    for run_id in stale:
+        with transaction.atomic():
+            changed = Run.objects.filter(
+                pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=cutoff
+            ).update(
+                status=Run.Status.INTERRUPTED, lease_owner="", finished_at=timezone.now(),
+                cancel_requested=False,
+                error="The worker stopped sending heartbeats; resume continues from the last checkpoint.",
+            )
+            if changed:
+                marked += 1
+                RunEvent.objects.create(run_id=run_id, kind="interrupted", message="Heartbeat went stale.")
+        if changed:
+            notify_run(run_id, {"type": "status", "status": Run.Status.INTERRUPTED})
+    return marked
+
+
+def new_lease_owner() -> str:
+    return uuid.uuid4().hex

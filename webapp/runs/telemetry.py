@@ -1,0 +1,71 @@
+"""Recording telemetry: metrics and rollouts get per-run sequence numbers and are stored
+in one transaction. The worker's sink calls this from its background flusher."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.db import transaction
+
+from webapp.runs.models import MetricPoint, Rollout, Run
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+Event = tuple[str, Any]  # ("metrics", (step, {key: value})) or ("rollouts", [row, ...])
+
+
+@transaction.atomic
+def telemetry_record(*, run_id: int, events: list[Event]) -> list[dict[str, Any]]:
+    """Store events in the order given, numbering them; return the notifications to publish.
+
+    A step recorded twice (a step redone after a resume) replaces the earlier values.
+    """
+    run = Run.objects.select_for_update().only("pk", "last_seq").get(pk=run_id)
+    seq = run.last_seq
+    notes: list[dict[str, Any]] = []
+    points: list[MetricPoint] = []
+    rollouts: list[Rollout] = []
+    last_step = 0
+    for kind, payload in events:
+        if kind == "metrics":
+            step, values = payload
+            seq += 1
+            clean = {str(k)[:120]: v for k, v in ((k, _number(v)) for k, v in values.items()) if v is not None}
+            points.extend(MetricPoint(run_id=run_id, step=step, key=k, value=v, seq=seq) for k, v in clean.items())
+            notes.append({"type": "metrics", "seq": seq, "step": step, "values": clean})
+            last_step = max(last_step, step)
+        elif kind == "rollouts" and payload:
+            first = seq + 1
+            for item in payload:
+                seq += 1
+                rollouts.append(_rollout(run_id, seq, item))
+            notes.append({
+                "type": "rollouts", "seq": seq, "first_seq": first, "count": len(payload),
+                "step": rollouts[-1].step,
+            })
+    if points:
+        MetricPoint.objects.bulk_create(
+            points, update_conflicts=True, unique_fields=["run", "step", "key"], update_fields=["value", "seq"]
+        )
+    if rollouts:
+        Rollout.objects.bulk_create(rollouts)
+    if last_step:
+        Run.objects.filter(pk=run_id, step__lt=last_step).update(step=last_step)
+    Run.objects.filter(pk=run_id).update(last_seq=seq)
+    return notes
+
+
+def _rollout(run_id: int, seq: int, item: dict[str, Any]) -> Rollout:
+    return Rollout(
+        run_id=run_id, seq=seq, step=int(item["step"]), env=str(item.get("env", ""))[:64],
+        prompt=item.get("prompt", []), messages=item.get("messages", []),
+        rewards={str(k): _number(v) for k, v in item.get("rewards", {}).items()},
+        reward=_number(item.get("reward")), advantage=_number(item.get("advantage")),
+    )
