@@ -1,0 +1,716 @@
+/*
+ * The live run page: WebSocket notifications, REST for the data.
+ *
+ * The database is the truth and the socket may drop messages, so every notification is
+ * checked against the last applied sequence number; a gap, a reconnect or a redone step
+ * is answered by reading the missing data over REST. Rollouts are deduplicated by seq,
+ * metric points by step.
+ *
+ * Everything that comes from a model or an environment is inserted as text
+ * (textContent / createTextNode), never parsed as HTML.
+ *
+ * Test hooks: #run-page[data-last-seq][data-live][data-status]; each .chart[data-points]
+ * (points in its first trace); each .rollout[data-seq][data-step].
+ */
+(function () {
+  "use strict";
+
+  var root = document.getElementById("run-page");
+  if (!root) return;
+  var cfg = JSON.parse(document.getElementById("run-live-config").textContent);
+  var chartSpecs = JSON.parse(document.getElementById("run-charts").textContent);
+
+  var NO_RETRY_CODES = { 4401: "not logged in", 4404: "run not found" };
+  var ROLLOUT_PAGE = 200;
+  var MAX_ROLLOUTS_SHOWN = 1000;
+  var FLUSH_MS = 100;
+
+  var state = {
+    lastSeq: Number(cfg.last_seq) || 0,
+    syncing: false,
+    buffer: [],
+    socket: null,
+    retries: 0,
+    stopped: false,
+    run: {
+      status: cfg.status,
+      step: cfg.step,
+      maxSteps: cfg.max_steps,
+      cancelRequested: cfg.cancel_requested,
+      elapsed: cfg.elapsed_seconds,
+      eta: cfg.eta_seconds,
+      at: Date.now(),
+    },
+  };
+
+  // --- small helpers -----------------------------------------------------------------
+
+  function el(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function byId(id) {
+    return document.getElementById(id);
+  }
+
+  function setText(id, text) {
+    var node = byId(id);
+    if (node) node.textContent = text;
+  }
+
+  function sleep(ms) {
+    return new Promise(function (resolve) {
+      setTimeout(resolve, ms);
+    });
+  }
+
+  function getJson(url) {
+    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } }).then(
+      function (response) {
+        if (!response.ok) throw new Error(url + " answered HTTP " + response.status);
+        return response.json();
+      }
+    );
+  }
+
+  function sameOriginPath(url) {
+    // `next` links are absolute and may carry the server's idea of the scheme; keep the
+    // page's own origin.
+    var parsed = new URL(url, window.location.href);
+    return parsed.pathname + parsed.search;
+  }
+
+  function setLastSeq(seq) {
+    if (seq > state.lastSeq) {
+      state.lastSeq = seq;
+      root.dataset.lastSeq = String(seq);
+    }
+  }
+
+  function setLive(live, label) {
+    root.dataset.live = live;
+    setText("live-indicator", label || live);
+    var indicator = byId("live-indicator");
+    if (indicator) indicator.className = "live-indicator live-" + live;
+  }
+
+  function formatNumber(value) {
+    return typeof value === "number" && isFinite(value) ? value.toFixed(3) : "—";
+  }
+
+  function formatDuration(seconds) {
+    if (seconds === null || seconds === undefined || !isFinite(seconds)) return "—";
+    var s = Math.max(0, Math.round(seconds));
+    var h = Math.floor(s / 3600);
+    var m = Math.floor((s % 3600) / 60);
+    var rest = s % 60;
+    function pad(n) {
+      return n < 10 ? "0" + n : String(n);
+    }
+    if (h) return h + "h " + pad(m) + "m " + pad(rest) + "s";
+    if (m) return m + "m " + pad(rest) + "s";
+    return rest + "s";
+  }
+
+  // --- run status, progress and the clock ----------------------------------------------
+
+  function isActive(status) {
+    return cfg.active_statuses.indexOf(status) >= 0;
+  }
+
+  function renderRun() {
+    var run = state.run;
+    root.dataset.status = run.status;
+    var badge = byId("run-status");
+    if (badge) {
+      badge.textContent = run.status;
+      badge.className = "badge status-" + run.status;
+    }
+    var progress = byId("run-progress");
+    if (progress) {
+      progress.max = run.maxSteps || 1;
+      progress.value = run.step || 0;
+    }
+    setText("run-step", String(run.step || 0));
+    setText("run-max-steps", String(run.maxSteps));
+    var cancelForm = byId("cancel-form");
+    if (cancelForm) cancelForm.hidden = !(isActive(run.status) && !run.cancelRequested);
+    var resumeForm = byId("resume-form");
+    if (resumeForm) resumeForm.hidden = cfg.resumable_statuses.indexOf(run.status) < 0;
+    var cancelNote = byId("run-cancel-requested");
+    if (cancelNote) cancelNote.hidden = !(run.cancelRequested && isActive(run.status));
+    tick();
+  }
+
+  function tick() {
+    var run = state.run;
+    var since = (Date.now() - run.at) / 1000;
+    var running = run.status === "running";
+    var elapsed = run.elapsed === null || run.elapsed === undefined ? null : run.elapsed + (running ? since : 0);
+    var eta = run.eta === null || run.eta === undefined || !running ? null : Math.max(0, run.eta - since);
+    setText("run-elapsed", formatDuration(elapsed));
+    setText("run-eta", formatDuration(eta));
+  }
+
+  function applyRunSnapshot(data) {
+    state.run.status = data.status;
+    if (typeof data.step === "number") state.run.step = data.step;
+    if (typeof data.max_steps === "number") state.run.maxSteps = data.max_steps;
+    if ("cancel_requested" in data) state.run.cancelRequested = !!data.cancel_requested;
+    var progress = data.progress || data;
+    state.run.elapsed = progress.elapsed_seconds;
+    state.run.eta = progress.eta_seconds;
+    state.run.at = Date.now();
+    if ("error" in data) {
+      var error = byId("run-error");
+      if (error) {
+        error.textContent = data.error || "";
+        error.hidden = !data.error;
+      }
+    }
+    renderRun();
+  }
+
+  function advanceStep(step) {
+    // A new step seen in the metrics: move the bar and re-estimate the ETA locally,
+    // as the server does (average step time so far).
+    var run = state.run;
+    if (step <= run.step) return;
+    var since = (Date.now() - run.at) / 1000;
+    var elapsed = run.elapsed === null || run.elapsed === undefined ? null : run.elapsed + since;
+    run.step = step;
+    run.elapsed = elapsed;
+    run.eta = elapsed !== null && step > 0 ? (elapsed / step) * Math.max(0, run.maxSteps - step) : null;
+    run.at = Date.now();
+    renderRun();
+  }
+
+  var runFetch = null;
+  function refreshRun() {
+    if (runFetch) return runFetch;
+    runFetch = getJson(cfg.api_run)
+      .then(applyRunSnapshot)
+      .catch(function () {})
+      .then(function () {
+        runFetch = null;
+      });
+    return runFetch;
+  }
+
+  // --- charts ---------------------------------------------------------------------------
+
+  var charts = chartSpecs.map(function (spec) {
+    var style = {};
+    var first = spec.figure.data[0] || {};
+    Object.keys(first).forEach(function (k) {
+      if (k !== "name" && k !== "x" && k !== "y") style[k] = first[k];
+    });
+    return {
+      spec: spec,
+      div: byId("chart-" + spec.id),
+      style: style,
+      keys: [],
+      points: {}, // key -> {steps: [...], values: Map(step -> value)}
+      plotted: false,
+      patterns: spec.match.patterns.map(function (p) {
+        return new RegExp("^(?:" + p + ")$");
+      }),
+    };
+  });
+
+  function plotly() {
+    return window.Plotly || null;
+  }
+
+  function chartFor(key) {
+    for (var i = 0; i < charts.length; i++) {
+      var chart = charts[i];
+      if (chart.spec.match.always.indexOf(key) >= 0) return chart;
+      for (var j = 0; j < chart.patterns.length; j++) {
+        if (chart.patterns[j].test(key)) return chart;
+      }
+    }
+    return null;
+  }
+
+  function makeTrace(chart, key, steps, values) {
+    var trace = JSON.parse(JSON.stringify(chart.style));
+    trace.name = key;
+    trace.x = steps;
+    trace.y = values;
+    return trace;
+  }
+
+  function setChartPoints(chart) {
+    if (!chart.div) return;
+    var firstKey = chart.keys[0];
+    var count = firstKey && chart.points[firstKey] ? chart.points[firstKey].steps.length : 0;
+    chart.div.dataset.points = String(count);
+  }
+
+  function chartKeysFor(chart, series) {
+    var always = chart.spec.match.always.slice();
+    var extra = Object.keys(series)
+      .filter(function (key) {
+        return always.indexOf(key) < 0 && chartFor(key) === chart;
+      })
+      .sort();
+    return always.concat(extra);
+  }
+
+  function drawChart(chart, series) {
+    // Replace a chart's data with a full series ({key: [[step, value], ...]}).
+    chart.keys = chartKeysFor(chart, series);
+    chart.points = {};
+    var data = chart.keys.map(function (key) {
+      var rows = series[key] || [];
+      var steps = rows.map(function (p) {
+        return p[0];
+      });
+      var values = rows.map(function (p) {
+        return p[1];
+      });
+      var map = new Map();
+      rows.forEach(function (p) {
+        map.set(p[0], p[1]);
+      });
+      chart.points[key] = { steps: steps.slice(), values: map };
+      return makeTrace(chart, key, steps, values);
+    });
+    var P = plotly();
+    if (P && chart.div) {
+      var layout = JSON.parse(JSON.stringify(chart.spec.figure.layout));
+      var config = { responsive: true, displaylogo: false };
+      if (chart.plotted) P.react(chart.div, data, layout, config);
+      else P.newPlot(chart.div, data, layout, config);
+      chart.plotted = true;
+    }
+    setChartPoints(chart);
+  }
+
+  function initialCharts() {
+    charts.forEach(function (chart) {
+      var series = {};
+      chart.spec.figure.data.forEach(function (trace) {
+        series[trace.name] = trace.x.map(function (x, i) {
+          return [x, trace.y[i]];
+        });
+      });
+      drawChart(chart, series);
+    });
+  }
+
+  // Metrics: points from notifications wait here and are plotted in one batch per chart.
+  var pending = [];
+  var flushTimer = null;
+  var metricsReload = null;
+  var metricsReloadAgain = false;
+
+  function queueMetrics(step, values) {
+    Object.keys(values || {}).forEach(function (key) {
+      var value = values[key];
+      if (typeof value !== "number" || !isFinite(value)) return;
+      if (!chartFor(key)) return;
+      pending.push({ key: key, step: step, value: value });
+    });
+    if (typeof step === "number") advanceStep(step);
+    scheduleFlush();
+  }
+
+  function scheduleFlush() {
+    if (flushTimer === null) flushTimer = setTimeout(flushMetrics, FLUSH_MS);
+  }
+
+  function flushMetrics() {
+    flushTimer = null;
+    if (metricsReload) return; // plotted after the reload, checked against its data
+    var batch = pending;
+    pending = [];
+    var redoneFrom = Infinity; // the earliest step recorded again with other values
+    var perChart = new Map();
+    batch.forEach(function (point) {
+      var chart = chartFor(point.key);
+      var known = chart.points[point.key];
+      if (known) {
+        var last = known.steps.length ? known.steps[known.steps.length - 1] : -Infinity;
+        if (point.step <= last) {
+          // Already plotted (a duplicate after a catch-up) or a step redone after a
+          // resume with other values: then the stored series is re-read.
+          if (known.values.get(point.step) !== point.value) redoneFrom = Math.min(redoneFrom, point.step);
+          return;
+        }
+      }
+      if (!perChart.has(chart)) perChart.set(chart, new Map());
+      var byKey = perChart.get(chart);
+      if (!byKey.has(point.key)) byKey.set(point.key, []);
+      var list = byKey.get(point.key);
+      if (list.length && point.step <= list[list.length - 1].step) {
+        if (list[list.length - 1].step === point.step) list[list.length - 1] = point;
+        else redoneFrom = Math.min(redoneFrom, point.step);
+        return;
+      }
+      list.push(point);
+    });
+    if (redoneFrom !== Infinity) {
+      redoFrom(redoneFrom);
+      return;
+    }
+    var P = plotly();
+    perChart.forEach(function (byKey, chart) {
+      var update = { x: [], y: [] };
+      var indices = [];
+      var added = [];
+      byKey.forEach(function (list, key) {
+        var steps = list.map(function (p) {
+          return p.step;
+        });
+        var values = list.map(function (p) {
+          return p.value;
+        });
+        var known = chart.points[key];
+        if (!known) {
+          known = chart.points[key] = { steps: [], values: new Map() };
+          chart.keys.push(key);
+          added.push(makeTrace(chart, key, steps.slice(), values.slice()));
+        } else {
+          update.x.push(steps);
+          update.y.push(values);
+          indices.push(chart.keys.indexOf(key));
+        }
+        list.forEach(function (p) {
+          known.steps.push(p.step);
+          known.values.set(p.step, p.value);
+        });
+      });
+      if (P && chart.div && chart.plotted) {
+        if (indices.length) P.extendTraces(chart.div, update, indices);
+        if (added.length) P.addTraces(chart.div, added);
+      }
+      setChartPoints(chart);
+    });
+  }
+
+  function reloadMetrics() {
+    if (metricsReload) {
+      metricsReloadAgain = true;
+      return metricsReload;
+    }
+    var url = cfg.api_metrics + "?max_points=" + encodeURIComponent(cfg.metric_points);
+    metricsReload = getJson(url)
+      .then(function (body) {
+        var series = body.series || {};
+        charts.forEach(function (chart) {
+          drawChart(chart, series);
+        });
+      })
+      .finally(function () {
+        metricsReload = null;
+        if (metricsReloadAgain) {
+          metricsReloadAgain = false;
+          return reloadMetrics();
+        }
+        if (pending.length) scheduleFlush();
+      });
+    return metricsReload;
+  }
+
+  // --- rollouts -------------------------------------------------------------------------
+
+  var feed = byId("rollouts");
+  var shownSeqs = new Set();
+  var lastRolloutSeq = 0;
+  Array.prototype.forEach.call(feed ? feed.querySelectorAll(".rollout") : [], function (node) {
+    var seq = Number(node.dataset.seq);
+    shownSeqs.add(seq);
+    if (seq > lastRolloutSeq) lastRolloutSeq = seq;
+  });
+
+  function messageText(content) {
+    if (content === null || content === undefined) return "";
+    if (typeof content === "string") return content;
+    if (Array.isArray(content)) {
+      return content
+        .map(function (part) {
+          if (part && typeof part === "object" && typeof part.text === "string") return part.text;
+          if (typeof part === "string") return part;
+          return JSON.stringify(part);
+        })
+        .join("\n");
+    }
+    return JSON.stringify(content);
+  }
+
+  function normaliseMessages(value) {
+    if (typeof value === "string") return [{ role: "user", content: value }];
+    return Array.isArray(value) ? value : [];
+  }
+
+  function renderMessage(message, withToolCalls) {
+    var m = message && typeof message === "object" ? message : { role: "?", content: message };
+    var role = String(m.role || "?");
+    var li = el("li", "message role-" + role.toLowerCase().replace(/[^a-z0-9_-]/g, ""));
+    li.appendChild(el("div", "message-role", role + (m.name ? " · " + String(m.name) : "")));
+    var text = messageText(m.content);
+    if (text || !withToolCalls) li.appendChild(el("pre", "message-content", text));
+    var calls = withToolCalls && Array.isArray(m.tool_calls) ? m.tool_calls : [];
+    if (calls.length) {
+      var ul = el("ul", "tool-calls");
+      calls.forEach(function (call) {
+        var fn = call && typeof call === "object" && call.function && typeof call.function === "object" ? call.function : {};
+        var args = fn.arguments;
+        var item = el("li", "tool-call");
+        item.appendChild(el("span", "tool-name", fn.name === undefined ? "" : String(fn.name)));
+        item.appendChild(
+          el("pre", "tool-args", typeof args === "string" ? args : args === undefined ? "" : JSON.stringify(args))
+        );
+        ul.appendChild(item);
+      });
+      li.appendChild(ul);
+    }
+    return li;
+  }
+
+  function renderRollout(r) {
+    var article = el("article", "rollout");
+    article.dataset.seq = String(r.seq);
+    article.dataset.step = String(r.step);
+    article.id = "rollout-" + r.seq;
+    var head = el("header", "rollout-head");
+    head.appendChild(el("span", "rollout-seq", "#" + r.seq));
+    head.appendChild(el("span", "rollout-step", "step " + r.step));
+    head.appendChild(el("span", "rollout-env", r.env || "—"));
+    head.appendChild(el("span", "rollout-reward", "reward " + formatNumber(r.reward)));
+    head.appendChild(el("span", "rollout-advantage", "advantage " + formatNumber(r.advantage)));
+    article.appendChild(head);
+    var terms = el("ul", "rollout-rewards");
+    var rewards = r.rewards && typeof r.rewards === "object" ? r.rewards : {};
+    Object.keys(rewards).forEach(function (term) {
+      var li = el("li");
+      li.appendChild(el("span", "term", term));
+      li.appendChild(document.createTextNode(" "));
+      li.appendChild(el("span", "value", formatNumber(rewards[term])));
+      terms.appendChild(li);
+    });
+    article.appendChild(terms);
+    var prompt = normaliseMessages(r.prompt);
+    if (prompt.length) {
+      var details = el("details", "rollout-prompt");
+      details.appendChild(
+        el("summary", null, "prompt (" + prompt.length + " message" + (prompt.length === 1 ? "" : "s") + ")")
+      );
+      var promptList = el("ol", "messages");
+      prompt.forEach(function (m) {
+        promptList.appendChild(renderMessage(m, false));
+      });
+      details.appendChild(promptList);
+      article.appendChild(details);
+    }
+    var list = el("ol", "messages");
+    normaliseMessages(r.messages).forEach(function (m) {
+      list.appendChild(renderMessage(m, true));
+    });
+    article.appendChild(list);
+    return article;
+  }
+
+  function insertRollout(r) {
+    var seq = Number(r.seq);
+    if (shownSeqs.has(seq)) return;
+    shownSeqs.add(seq);
+    if (seq > lastRolloutSeq) lastRolloutSeq = seq;
+    var node = renderRollout(r);
+    // Newest first: before the first shown rollout with a smaller seq.
+    var child = feed.firstElementChild;
+    while (child && Number(child.dataset.seq) > seq) child = child.nextElementSibling;
+    feed.insertBefore(node, child);
+    while (feed.children.length > MAX_ROLLOUTS_SHOWN) {
+      var oldest = feed.lastElementChild;
+      shownSeqs.delete(Number(oldest.dataset.seq));
+      feed.removeChild(oldest);
+    }
+    var empty = byId("no-rollouts");
+    if (empty) empty.hidden = true;
+  }
+
+  function redoFrom(step) {
+    // A resumed run trains again from its checkpoint: the server forgot what came after
+    // it. Re-read the series, and drop the shown rollouts of the forgotten steps; reading
+    // from just before the first of them brings back those of the new timeline.
+    var firstDropped = Infinity;
+    Array.prototype.slice.call(feed.querySelectorAll(".rollout")).forEach(function (node) {
+      if (Number(node.dataset.step) >= step) {
+        var seq = Number(node.dataset.seq);
+        firstDropped = Math.min(firstDropped, seq);
+        shownSeqs.delete(seq);
+        feed.removeChild(node);
+      }
+    });
+    if (firstDropped !== Infinity) lastRolloutSeq = firstDropped - 1;
+    Promise.all([reloadMetrics(), fetchRollouts()]).catch(function () {
+      catchUp(state.lastSeq);
+    });
+  }
+
+  var rolloutFetch = null;
+  var rolloutFetchAgain = false;
+
+  function fetchRollouts() {
+    // One reader at a time, always from the last shown seq: no gap, no duplicate.
+    if (rolloutFetch) {
+      rolloutFetchAgain = true;
+      return rolloutFetch;
+    }
+    rolloutFetch = (async function () {
+      var url =
+        cfg.api_rollouts + "?after_seq=" + encodeURIComponent(lastRolloutSeq) + "&limit=" + ROLLOUT_PAGE;
+      while (url) {
+        var body = await getJson(url);
+        (body.results || []).forEach(insertRollout);
+        url = body.next ? sameOriginPath(body.next) : null;
+      }
+    })().finally(function () {
+      rolloutFetch = null;
+      if (rolloutFetchAgain) {
+        rolloutFetchAgain = false;
+        return fetchRollouts();
+      }
+    });
+    return rolloutFetch;
+  }
+
+  // --- notifications --------------------------------------------------------------------
+
+  var catchUpRun = null;
+  var catchUpTarget = 0;
+  var catchUpAgain = false;
+
+  function catchUp(coveredSeq) {
+    // Re-read everything over REST. Events at or below `coveredSeq` were stored before
+    // the read began, so afterwards they are shown; notifications wait in the buffer
+    // meanwhile and are applied (or skipped by seq) once the read is done.
+    catchUpTarget = Math.max(catchUpTarget, coveredSeq);
+    state.syncing = true;
+    setLive("syncing");
+    if (catchUpRun) {
+      catchUpAgain = true;
+      return catchUpRun;
+    }
+    catchUpRun = (async function () {
+      do {
+        catchUpAgain = false;
+        var target = catchUpTarget;
+        try {
+          await Promise.all([reloadMetrics(), fetchRollouts()]);
+          setLastSeq(target);
+        } catch (e) {
+          // The server is restarting or unreachable: read again shortly.
+          catchUpAgain = true;
+          await sleep(2000);
+        }
+      } while (catchUpAgain);
+      catchUpRun = null;
+      state.syncing = false;
+      var buffered = state.buffer;
+      state.buffer = [];
+      buffered.sort(function (a, b) {
+        return (Number(a.seq) || 0) - (Number(b.seq) || 0);
+      });
+      buffered.forEach(handle);
+      if (!state.syncing) {
+        var open = state.socket && state.socket.readyState === WebSocket.OPEN;
+        setLive(open ? "live" : "reconnecting");
+      }
+    })();
+    return catchUpRun;
+  }
+
+  function handle(message) {
+    if (!message || typeof message !== "object") return;
+    if (message.type === "snapshot") {
+      state.retries = 0;
+      applyRunSnapshot(message);
+      state.buffer = [];
+      catchUp(Number(message.seq) || 0);
+      return;
+    }
+    if (message.type === "status") {
+      if (message.status) {
+        state.run.status = message.status;
+        if (typeof message.step === "number") state.run.step = Math.max(state.run.step, message.step);
+        renderRun();
+      }
+      refreshRun();
+      return;
+    }
+    if (state.syncing) {
+      state.buffer.push(message);
+      return;
+    }
+    var seq = Number(message.seq);
+    if (!isFinite(seq) || seq <= state.lastSeq) return; // already shown
+    if (message.type === "metrics") {
+      if (seq > state.lastSeq + 1) {
+        catchUp(seq);
+        return;
+      }
+      setLastSeq(seq);
+      queueMetrics(Number(message.step), message.values);
+    } else if (message.type === "rollouts") {
+      var first = Number(message.first_seq);
+      if (!isFinite(first) || first > state.lastSeq + 1) {
+        catchUp(seq);
+        return;
+      }
+      setLastSeq(seq);
+      fetchRollouts().catch(function () {
+        catchUp(seq);
+      });
+    }
+  }
+
+  function connect() {
+    if (state.stopped) return;
+    var scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
+    var socket = new WebSocket(scheme + "//" + window.location.host + cfg.ws_path);
+    state.socket = socket;
+    setLive(state.retries ? "reconnecting" : "connecting");
+    socket.onmessage = function (event) {
+      var message;
+      try {
+        message = JSON.parse(event.data);
+      } catch (e) {
+        return;
+      }
+      handle(message);
+    };
+    socket.onclose = function (event) {
+      if (state.socket !== socket) return;
+      state.socket = null;
+      if (NO_RETRY_CODES[event.code]) {
+        state.stopped = true;
+        setLive("closed", "closed: " + NO_RETRY_CODES[event.code]);
+        return;
+      }
+      state.retries += 1;
+      var delay = Math.min(30000, 500 * Math.pow(2, Math.min(state.retries - 1, 6)));
+      delay += Math.random() * 250;
+      setLive("reconnecting");
+      setTimeout(connect, delay);
+    };
+  }
+
+  initialCharts();
+  renderRun();
+  setInterval(tick, 500);
+  if (!window.Plotly) {
+    // plotly.js loads before this script (both deferred); when it failed, the rest of the
+    // page still works.
+    charts.forEach(function (chart) {
+      if (chart.div) chart.div.appendChild(el("p", "muted", "Charts unavailable: plotly.js did not load."));
+    });
+  }
+  connect();
+})();

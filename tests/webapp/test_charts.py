@@ -1,0 +1,154 @@
+"""webapp.runs.charts: pure functions from metric series to Plotly figure JSON."""
+
+from __future__ import annotations
+
+import json
+
+from webapp.runs.charts import run_charts
+
+STYLE = {"type": "scatter", "mode": "lines+markers", "marker": {"size": 4}}
+
+
+def layout(chart_id: str, title: str, y_title: str) -> dict:
+    return {
+        "title": {"text": title},
+        "height": 320,
+        "margin": {"l": 56, "r": 16, "t": 40, "b": 80},
+        "xaxis": {"title": {"text": "step"}, "rangemode": "tozero"},
+        "yaxis": {"title": {"text": y_title}},
+        "legend": {"orientation": "h", "x": 0, "y": -0.25, "yanchor": "top"},
+        "showlegend": True,
+        "uirevision": chart_id,
+    }
+
+
+def trace(name: str, x: list, y: list) -> dict:
+    return {**STYLE, "name": name, "x": x, "y": y}
+
+
+def test_empty_series_gives_every_chart_with_its_always_traces_empty() -> None:
+    charts = run_charts({})
+
+    assert charts == [
+        {
+            "id": "reward",
+            "title": "Reward",
+            "keys": ["reward"],
+            "match": {"always": ["reward"], "patterns": [r"rewards/[^/]+/mean"]},
+            "figure": {
+                "data": [trace("reward", [], [])],
+                "layout": layout("reward", "Reward", "reward"),
+            },
+        },
+        {
+            "id": "tool-calls",
+            "title": "Tool-call frequency",
+            "keys": ["tools/call_frequency"],
+            "match": {"always": ["tools/call_frequency"], "patterns": []},
+            "figure": {
+                "data": [trace("tools/call_frequency", [], [])],
+                "layout": layout("tool-calls", "Tool-call frequency", "calls"),
+            },
+        },
+        {
+            "id": "tool-failures",
+            "title": "Tool-failure rate",
+            "keys": ["tools/failure_frequency"],
+            "match": {"always": ["tools/failure_frequency"], "patterns": []},
+            "figure": {
+                "data": [trace("tools/failure_frequency", [], [])],
+                "layout": layout("tool-failures", "Tool-failure rate", "failure rate"),
+            },
+        },
+        {
+            "id": "loss",
+            "title": "Loss, KL and entropy",
+            "keys": ["loss"],
+            "match": {"always": ["loss"], "patterns": ["kl", "entropy"]},
+            "figure": {
+                "data": [trace("loss", [], [])],
+                "layout": layout("loss", "Loss, KL and entropy", "value"),
+            },
+        },
+        {
+            "id": "completion-length",
+            "title": "Completion length",
+            "keys": ["completions/mean_length"],
+            "match": {
+                "always": ["completions/mean_length"],
+                "patterns": [
+                    r"completions/(min|max)_length",
+                    r"completions/(mean|min|max)_terminated_length",
+                ],
+            },
+            "figure": {
+                "data": [trace("completions/mean_length", [], [])],
+                "layout": layout("completion-length", "Completion length", "tokens"),
+            },
+        },
+    ]
+
+
+def test_keys_are_assigned_to_charts_always_first_then_sorted_and_unknown_keys_dropped() -> None:
+    series = {
+        "rewards/tool_called/mean": [[1, 0.0], [2, 1.0]],
+        "reward": [[1, 0.25], [2, 0.75]],
+        "rewards/env_reward/mean": [[1, 0.5], [2, 1.0]],
+        "rewards/env_reward/std": [[1, 0.1]],
+        "tools/call_frequency": [[1, 1.5]],
+        "tools/failure_frequency": [[1, 0.0], [2, 0.5]],
+        "kl": [[2, 0.01]],
+        "entropy": [[1, 2.5]],
+        "completions/max_length": [[1, 40]],
+        "completions/mean_length": [[1, 20.5]],
+        "completions/clipped_ratio": [[1, 0.0]],
+        "learning_rate": [[1, 5e-05]],
+    }
+
+    charts = {chart["id"]: chart for chart in run_charts(series)}
+
+    assert {cid: chart["keys"] for cid, chart in charts.items()} == {
+        "reward": ["reward", "rewards/env_reward/mean", "rewards/tool_called/mean"],
+        "tool-calls": ["tools/call_frequency"],
+        "tool-failures": ["tools/failure_frequency"],
+        "loss": ["loss", "entropy", "kl"],
+        "completion-length": ["completions/mean_length", "completions/max_length"],
+    }
+    assert charts["reward"]["figure"]["data"] == [
+        trace("reward", [1, 2], [0.25, 0.75]),
+        trace("rewards/env_reward/mean", [1, 2], [0.5, 1.0]),
+        trace("rewards/tool_called/mean", [1, 2], [0.0, 1.0]),
+    ]
+    assert charts["loss"]["figure"]["data"] == [
+        trace("loss", [], []),
+        trace("entropy", [1], [2.5]),
+        trace("kl", [2], [0.01]),
+    ]
+    assert charts["completion-length"]["figure"]["data"] == [
+        trace("completions/mean_length", [1], [20.5]),
+        trace("completions/max_length", [1], [40]),
+    ]
+    assert charts["tool-failures"]["figure"]["data"] == [
+        trace("tools/failure_frequency", [1, 2], [0.0, 0.5])
+    ]
+
+
+def test_output_is_plain_json_and_input_is_not_modified() -> None:
+    series = {"reward": [[1, 0.5]], "kl": [[1, 0.1]]}
+    before = json.dumps(series)
+
+    charts = run_charts(series)
+
+    assert json.loads(json.dumps(charts)) == charts
+    assert json.dumps(series) == before
+    charts[0]["figure"]["data"][0]["marker"]["size"] = 99
+    assert run_charts(series)[0]["figure"]["data"][0]["marker"] == {"size": 4}
+
+
+def test_a_pattern_does_not_match_part_of_a_key() -> None:
+    series = {"rewards/a/b/mean": [[1, 1.0]], "xkl": [[1, 1.0]], "kl_coef": [[1, 1.0]]}
+
+    charts = {chart["id"]: chart["keys"] for chart in run_charts(series)}
+
+    assert charts["reward"] == ["reward"]
+    assert charts["loss"] == ["loss"]

@@ -1,0 +1,804 @@
+"""Server-rendered pages: access, forms and their errors, the run page's escaped transcript.
+
+Environments are created as rows (no server to probe); the one probe test points at a
+closed local port, which answers at once with a refused connection. Live notifications
+go nowhere here (notify_run logs and drops them when Redis is absent).
+"""
+
+from __future__ import annotations
+
+import gzip
+import html
+import json
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from tests.envs.servers import free_port
+from webapp.catalog.models import Environment
+from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
+
+pytestmark = pytest.mark.django_db
+
+REPO = Path(__file__).resolve().parents[2]
+XSS = "<script>alert(1)</script>"
+ECHO_TOOLS = [
+    {
+        "name": "echo",
+        "description": "Echo a message back.",
+        "parameters": {
+            "type": "object",
+            "properties": {"message": {"type": "string", "description": "What to echo."}},
+            "required": ["message"],
+        },
+    }
+]
+
+
+# --- personas and rows ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def owner() -> User:
+    return User.objects.create_user("owner", password="pw-owner-123")
+
+
+@pytest.fixture
+def outsider() -> User:
+    return User.objects.create_user("outsider", password="pw-outsider-123")
+
+
+@pytest.fixture
+def staff() -> User:
+    return User.objects.create_user("staff", password="pw-staff-123", is_staff=True)
+
+
+@pytest.fixture
+def owner_client(owner: User) -> Client:
+    client = Client()
+    client.force_login(owner)
+    return client
+
+
+@pytest.fixture
+def outsider_client(outsider: User) -> Client:
+    client = Client()
+    client.force_login(outsider)
+    return client
+
+
+@pytest.fixture
+def echo_env(owner: User) -> Environment:
+    return Environment.objects.create(
+        owner=owner,
+        name="echo",
+        base_url="http://127.0.0.1:9",
+        status=Environment.Status.HEALTHY,
+        tools=ECHO_TOOLS,
+        capacity=16,
+        metadata={"name": "EchoEnvironment", "version": "1.0"},
+        checked_at=timezone.now(),
+    )
+
+
+@pytest.fixture(autouse=True)
+def no_models(settings: Any, tmp_path: Path) -> Path:
+    """An empty model folder: no demo model is built in these tests."""
+    settings.MODELS_DIR = tmp_path / "models"
+    return settings.MODELS_DIR
+
+
+def make_run(
+    user: User, *, status: str = Run.Status.QUEUED, name: str = "my-run", **fields: Any
+) -> Run:
+    config = {"name": name, "model": "demo:echo", "note": XSS}
+    return Run.objects.create(
+        owner=user,
+        name=name,
+        config=config,
+        model="demo:echo",
+        max_steps=30,
+        status=status,
+        **fields,
+    )
+
+
+def field_block(content: str, field_id: str) -> str:
+    """The HTML of one form field's wrapper (label, input, errors)."""
+    match = re.search(
+        rf'<div class="field[^"]*" id="{re.escape(field_id)}">(.*?)</div>', content, re.S
+    )
+    assert match, f"no field {field_id} in the page"
+    return match.group(1)
+
+
+# --- access -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url_name,args",
+    [
+        ("home", []),
+        ("run-new", []),
+        ("environment-list", []),
+        ("environment-detail", [1]),
+        ("run-detail", [1]),
+    ],
+)
+def test_pages_redirect_anonymous_users_to_login(client: Client, url_name: str, args: list) -> None:
+    url = reverse(url_name, args=args)
+
+    response = client.get(url)
+
+    assert response.status_code == 302
+    assert response["Location"] == f"{reverse('login')}?next={url}"
+
+
+def test_login_page_signs_in_and_logout_signs_out(client: Client, owner: User) -> None:
+    page = client.get(reverse("login"))
+    assert page.status_code == 200
+    assert 'id="login-form"' in page.content.decode()
+
+    response = client.post(reverse("login"), {"username": "owner", "password": "pw-owner-123"})
+
+    assert response.status_code == 302
+    assert response["Location"] == reverse("home")
+    assert client.get(reverse("home")).status_code == 200
+    assert client.post(reverse("logout"))["Location"] == reverse("login")
+    assert client.get(reverse("home")).status_code == 302
+
+
+def test_login_with_a_wrong_password_shows_an_error(client: Client, owner: User) -> None:
+    response = client.post(reverse("login"), {"username": "owner", "password": "wrong"})
+
+    assert response.status_code == 200
+    assert 'class="errors"' in response.content.decode()
+
+
+# --- home and the demo run --------------------------------------------------------------------
+
+
+def test_home_lists_the_users_own_runs_with_progress(
+    owner_client: Client, owner: User, outsider: User
+) -> None:
+    mine = make_run(
+        owner, name="mine", status=Run.Status.RUNNING, step=12, heartbeat_at=timezone.now()
+    )
+    make_run(outsider, name="theirs")
+
+    response = owner_client.get(reverse("home"))
+
+    content = response.content.decode()
+    assert response.status_code == 200
+    assert f'data-run-id="{mine.pk}" data-status="running"' in content
+    assert '<progress max="30" value="12">40%</progress>' in content
+    assert "12 / 30" in content
+    assert "theirs" not in content
+    assert 'id="demo-form"' in content and reverse("run-demo") in content
+
+
+def test_demo_without_echo_environment_or_model_shows_both_errors_and_creates_nothing(
+    owner_client: Client,
+) -> None:
+    response = owner_client.post(reverse("run-demo"))
+
+    content = response.content.decode()
+    assert response.status_code == 200
+    assert 'id="demo-errors"' in content
+    assert (
+        html.escape(
+            "environments.0.environment: no environment named 'echo' is registered: start the echo "
+            "server and register it as 'echo' on the Environments page"
+        )
+        in content
+    )
+    assert (
+        html.escape(
+            "model: demo model 'demo:echo' is not built; run `python manage.py build_demo_model echo`"
+        )
+        in content
+    )
+    assert Run.objects.count() == 0
+
+
+def test_demo_with_echo_environment_but_no_model_reports_the_model_only(
+    owner_client: Client, echo_env: Environment
+) -> None:
+    # The environment is probed during the checks: port 9 on localhost refuses at once.
+    response = owner_client.post(reverse("run-demo"))
+
+    errors = re.search(
+        r'<div class="errors" id="demo-errors" role="alert">.*?<ul>(.*?)</ul>',
+        response.content.decode(),
+        re.S,
+    )
+    assert errors and re.findall(r"<li>(.*?)</li>", errors.group(1)) == [
+        html.escape(
+            "model: demo model 'demo:echo' is not built; run `python manage.py build_demo_model echo`"
+        ),
+        html.escape(
+            "environments.0.environment: environment 'echo' is unhealthy: cannot connect to "
+            "http://127.0.0.1:9/health: is the server running?"
+        ),
+    ]
+    assert Run.objects.count() == 0
+
+
+def test_demo_requires_post(owner_client: Client) -> None:
+    assert owner_client.get(reverse("run-demo")).status_code == 405
+
+
+# --- the run form -----------------------------------------------------------------------------
+
+
+def run_form_data(environment: Environment, **overrides: Any) -> dict[str, Any]:
+    data = {
+        "mode": "form",
+        "name": "form-run",
+        "model": "demo:echo",
+        "environment": str(environment.pk),
+        "prompt": "Echo '{phrase}'.",
+        "rows": "64",
+        "num_generations": "4",
+        "max_steps": "30",
+        "learning_rate": "5e-05",
+        "per_device_train_batch_size": "4",
+        "gradient_accumulation_steps": "1",
+        "max_completion_length": "64",
+        "temperature": "1.0",
+        "beta": "0.0",
+        "seed": "0",
+        "rewards-TOTAL_FORMS": "3",
+        "rewards-INITIAL_FORMS": "1",
+        "rewards-MIN_NUM_FORMS": "0",
+        "rewards-MAX_NUM_FORMS": "32",
+        "rewards-0-name": "env_reward",
+        "rewards-0-kind": "env_reward",
+        "rewards-0-weight": "1.0",
+        "rewards-1-name": "",
+        "rewards-1-kind": "env_reward",
+        "rewards-1-weight": "1.0",
+        "rewards-2-name": "",
+        "rewards-2-kind": "env_reward",
+        "rewards-2-weight": "1.0",
+    }
+    data.update(overrides)
+    return data
+
+
+def test_run_form_renders_every_input_with_schema_defaults(
+    owner_client: Client, echo_env: Environment
+) -> None:
+    response = owner_client.get(reverse("run-new"))
+
+    content = response.content.decode()
+    assert response.status_code == 200
+    for name in [
+        "name",
+        "model",
+        "environment",
+        "prompt",
+        "rows",
+        "num_generations",
+        "max_steps",
+        "learning_rate",
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "max_completion_length",
+        "temperature",
+        "beta",
+        "seed",
+    ]:
+        assert f'id="field-{name}"' in content, name
+    assert f'<option value="{echo_env.pk}" selected>echo (healthy)</option>' in content
+    assert 'name="rewards-0-name" value="env_reward"' in content
+    assert 'name="num_generations" value="4"' in content
+    assert 'id="id_config_json"' in content
+
+
+def test_run_form_puts_a_schema_error_next_to_num_generations_and_creates_no_run(
+    owner_client: Client, echo_env: Environment
+) -> None:
+    response = owner_client.post(reverse("run-new"), run_form_data(echo_env, num_generations="3"))
+
+    content = response.content.decode()
+    assert response.status_code == 200
+    expected = html.escape(
+        "num_generations (3) must divide the generation batch size per_device_train_batch_size "
+        "x gradient_accumulation_steps (4 x 1 = 4)"
+    )
+    assert f'<p class="field-error">{expected}</p>' in field_block(content, "field-num_generations")
+    assert "field-error" not in field_block(content, "field-per_device_train_batch_size")
+    assert 'id="run-form-errors"' not in content
+    assert Run.objects.count() == 0
+    assert RunEvent.objects.count() == 0
+
+
+def test_run_form_maps_environment_and_reward_errors_and_lists_unknown_keys_at_the_top(
+    owner_client: Client, echo_env: Environment
+) -> None:
+    data = run_form_data(echo_env, prompt="", max_steps="0")
+    data["rewards-1-name"] = "Bad Name"
+
+    response = owner_client.post(reverse("run-new"), data)
+
+    content = response.content.decode()
+    assert response.status_code == 200
+    # prompt is required by the form itself; the schema errors come once the shape is right.
+    assert "This field is required." in field_block(content, "field-prompt")
+    assert Run.objects.count() == 0
+
+    response = owner_client.post(reverse("run-new"), {**data, "prompt": "Echo 'x'."})
+
+    content = response.content.decode()
+    assert "Input should be greater than or equal to 1" in field_block(content, "field-max_steps")
+    reward_cell = re.search(
+        r'<td class="has-error" id="field-rewards-1-name">(.*?)</td>', content, re.S
+    )
+    assert reward_cell and html.escape(
+        "use lowercase letters, digits and '_', starting with a letter"
+    ) in reward_cell.group(1)
+    assert Run.objects.count() == 0
+
+
+def test_run_form_raw_json_reports_bad_json_and_each_dotted_error(
+    owner_client: Client, echo_env: Environment
+) -> None:
+    bad_json = owner_client.post(reverse("run-new"), {"mode": "json", "config_json": "{nope"})
+    assert (
+        "not valid JSON: Expecting property name enclosed in double quotes at line 1, column 2"
+        in (bad_json.content.decode())
+    )
+
+    config = {
+        "name": "json-run",
+        "model": "demo:echo",
+        "environments": [{"environment": echo_env.pk, "prompt": "Echo 'a'."}],
+        "grpo": {"num_generations": 3, "per_device_train_batch_size": 4},
+        "surprise": 1,
+    }
+    response = owner_client.post(
+        reverse("run-new"), {"mode": "json", "config_json": json.dumps(config)}
+    )
+
+    content = response.content.decode()
+    errors = re.search(
+        r'<ul class="errors" id="run-json-errors" role="alert">(.*?)</ul>', content, re.S
+    )
+    assert errors
+    items = re.findall(r"<li>(.*?)</li>", errors.group(1))
+    assert items == [
+        html.escape(
+            "grpo.num_generations: num_generations (3) must divide the generation batch size "
+            "per_device_train_batch_size x gradient_accumulation_steps (4 x 1 = 4)"
+        ),
+        "surprise: Extra inputs are not permitted",
+    ]
+    assert 'id="json-section" open' in content
+    assert Run.objects.count() == 0
+
+
+# --- environments -----------------------------------------------------------------------------
+
+
+def test_environment_list_shows_each_environment(
+    owner_client: Client, echo_env: Environment
+) -> None:
+    response = owner_client.get(reverse("environment-list"))
+
+    content = response.content.decode()
+    assert response.status_code == 200
+    row = re.search(
+        rf'<tr class="environment-row" data-environment-id="{echo_env.pk}">(.*?)</tr>',
+        content,
+        re.S,
+    )
+    assert row
+    cells = [
+        re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td>(.*?)</td>", row.group(1), re.S)
+    ]
+    assert cells[:5] == ["echo", "OpenEnv", "healthy", "16", "echo"]
+    assert cells[5] == timezone.localtime(echo_env.checked_at).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def test_register_form_shows_service_errors_next_to_fields_and_stores_nothing(
+    owner_client: Client, echo_env: Environment
+) -> None:
+    response = owner_client.post(
+        reverse("environment-list"),
+        {"name": "echo", "base_url": "ftp://example.org", "capacity": ""},
+    )
+
+    content = response.content.decode()
+    assert response.status_code == 200
+    assert html.escape("an environment named 'echo' already exists") in field_block(
+        content, "field-name"
+    )
+    assert "base_url must be an http:// or https:// URL with a host" in field_block(
+        content, "field-base_url"
+    )
+    assert Environment.objects.count() == 1
+
+
+def test_register_form_reports_an_unreachable_server(owner_client: Client) -> None:
+    port = free_port()
+
+    response = owner_client.post(
+        reverse("environment-list"), {"name": "nothing", "base_url": f"http://127.0.0.1:{port}"}
+    )
+
+    assert html.escape(
+        f"cannot connect to http://127.0.0.1:{port}/health: is the server running?"
+    ) in (field_block(response.content.decode(), "field-base_url"))
+    assert Environment.objects.count() == 0
+
+
+def test_environment_detail_shows_metadata_tools_parameters_and_last_error(
+    owner_client: Client, echo_env: Environment
+) -> None:
+    echo_env.last_error = XSS
+    echo_env.save()
+
+    response = owner_client.get(reverse("environment-detail", args=[echo_env.pk]))
+
+    content = response.content.decode()
+    assert response.status_code == 200
+    assert '<h1 id="environment-name">echo</h1>' in content
+    assert '<dd class="metadata-name">EchoEnvironment</dd>' in content
+    assert '<article class="tool" data-tool="echo">' in content
+    assert "<td><code>message</code></td>" in content and "What to echo." in content
+    assert (
+        f'<pre class="error-text" id="environment-last-error">{html.escape(XSS)}</pre>' in content
+    )
+    assert XSS not in content
+    assert f'action="{reverse("environment-probe", args=[echo_env.pk])}"' in content
+
+
+def test_probe_now_stores_what_the_server_says(owner_client: Client, echo_env: Environment) -> None:
+    port = free_port()
+    echo_env.base_url = f"http://127.0.0.1:{port}"
+    echo_env.save()
+
+    response = owner_client.post(reverse("environment-probe", args=[echo_env.pk]), follow=True)
+
+    echo_env.refresh_from_db()
+    assert echo_env.status == Environment.Status.UNHEALTHY
+    assert (
+        echo_env.last_error
+        == f"cannot connect to http://127.0.0.1:{port}/health: is the server running?"
+    )
+    assert html.escape(f"'echo' is unhealthy: {echo_env.last_error}") in response.content.decode()
+    assert owner_client.get(reverse("environment-probe", args=[echo_env.pk])).status_code == 405
+
+
+# --- the run page -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def recorded_run(owner: User, echo_env: Environment) -> Run:
+    run = make_run(
+        owner, status=Run.Status.RUNNING, step=2, heartbeat_at=timezone.now(), last_seq=4
+    )
+    run.started_at = timezone.now() - timedelta(seconds=20)
+    run.save()
+    for step, seq in [(1, 1), (2, 3)]:
+        MetricPoint.objects.create(run=run, step=step, key="reward", value=0.25 * step, seq=seq)
+        MetricPoint.objects.create(
+            run=run, step=step, key="rewards/env_reward/mean", value=0.5, seq=seq
+        )
+        MetricPoint.objects.create(
+            run=run, step=step, key="tools/failure_frequency", value=0.0, seq=seq
+        )
+    Rollout.objects.create(
+        run=run,
+        seq=2,
+        step=1,
+        env="echo",
+        prompt=[{"role": "user", "content": "Echo 'hello'."}],
+        messages=[{"role": "assistant", "content": "plain"}],
+        rewards={"env_reward": 1.0},
+        reward=1.0,
+        advantage=0.5,
+    )
+    Rollout.objects.create(
+        run=run,
+        seq=4,
+        step=2,
+        env="echo",
+        prompt=[{"role": "user", "content": "Echo 'x'."}],
+        messages=[
+            {
+                "role": "assistant",
+                "content": XSS,
+                "tool_calls": [
+                    {
+                        "type": "function",
+                        "function": {"name": "echo", "arguments": {"message": XSS}},
+                    }
+                ],
+            },
+            {"role": "tool", "name": "echo", "content": f"echoed {XSS}"},
+        ],
+        rewards={"env_reward": 0.0, "tool_called": None},
+        reward=0.0,
+        advantage=-0.5,
+    )
+    RunEvent.objects.create(run=run, kind="claimed", message="host:1 claimed the run (attempt 1).")
+    return run
+
+
+def test_run_page_shows_progress_charts_events_and_the_escaped_transcript(
+    owner_client: Client, recorded_run: Run
+) -> None:
+    response = owner_client.get(reverse("run-detail", args=[recorded_run.pk]))
+
+    content = response.content.decode()
+    assert response.status_code == 200
+    assert XSS not in content
+    escaped = html.escape(XSS)
+    assert f'<pre class="message-content">{escaped}</pre>' in content
+    assert (
+        f'<pre class="tool-args">{html.escape(json.dumps({"message": XSS}, separators=(",", ":")))}</pre>'
+        in content
+    )
+    assert f'<pre class="message-content">echoed {escaped}</pre>' in content
+    assert '<div class="message-role">tool · echo</div>' in content
+    assert '<span class="rollout-advantage">advantage -0.500</span>' in content
+    assert '<li><span class="term">tool_called</span> <span class="value">—</span></li>' in content
+    # Newest first, each with its seq.
+    assert re.findall(r'<article class="rollout" data-seq="(\d+)" data-step="(\d+)"', content) == [
+        ("4", "2"),
+        ("2", "1"),
+    ]
+    assert (
+        f'id="run-page" data-run-id="{recorded_run.pk}" data-last-seq="4" data-status="running"'
+        in content
+    )
+    assert '<span class="badge status-running" id="run-status">running</span>' in content
+    assert '<progress id="run-progress" max="30" value="2">7%</progress>' in content
+    assert 'id="chart-reward" data-chart="reward" data-points="2"' in content
+    assert 'id="chart-tool-calls" data-chart="tool-calls" data-points="0"' in content
+    assert 'id="chart-tool-failures" data-chart="tool-failures" data-points="2"' in content
+    assert "host:1 claimed the run (attempt 1)." in content
+    config = re.search(r'<pre class="code" id="run-config">(.*?)</pre>', content, re.S)
+    assert config and html.unescape(config.group(1)) == json.dumps(
+        recorded_run.config, indent=2, sort_keys=True
+    )
+    assert f"&quot;note&quot;: &quot;{escaped}&quot;" in config.group(1)
+    assert 'id="cancel-form">' in content
+    assert 'id="resume-form" hidden' in content
+    assert f'src="{reverse("plotly-js")}?v=' in content
+
+
+def test_run_page_embeds_chart_and_live_json_safely(
+    owner_client: Client, recorded_run: Run
+) -> None:
+    response = owner_client.get(reverse("run-detail", args=[recorded_run.pk]))
+
+    content = response.content.decode()
+    charts = json.loads(
+        re.search(
+            r'<script id="run-charts" type="application/json">(.*?)</script>', content, re.S
+        ).group(1)
+    )
+    live = json.loads(
+        re.search(
+            r'<script id="run-live-config" type="application/json">(.*?)</script>', content, re.S
+        ).group(1)
+    )
+    assert [c["id"] for c in charts] == [
+        "reward",
+        "tool-calls",
+        "tool-failures",
+        "loss",
+        "completion-length",
+    ]
+    assert charts[0]["keys"] == ["reward", "rewards/env_reward/mean"]
+    assert charts[0]["figure"]["data"][0]["x"] == [1, 2]
+    assert charts[0]["figure"]["data"][0]["y"] == [0.25, 0.5]
+    assert live["run"] == recorded_run.pk
+    assert live["last_seq"] == 4
+    assert live["ws_path"] == f"/ws/runs/{recorded_run.pk}/"
+    assert live["api_metrics"] == f"/api/runs/{recorded_run.pk}/metrics/"
+    assert live["api_rollouts"] == f"/api/runs/{recorded_run.pk}/rollouts/"
+    assert 19 <= live["elapsed_seconds"] <= 30
+    assert re.search(r'<span id="run-elapsed">(\d+)s</span>', content)
+    assert re.search(r'<span id="run-eta">(\d+m \d\ds|\d+s)</span>', content)
+    assert live["eta_seconds"] == pytest.approx(live["elapsed_seconds"] / 2 * 28)
+
+
+def test_another_users_run_is_not_found_but_staff_see_it(
+    outsider_client: Client, recorded_run: Run, staff: User
+) -> None:
+    assert outsider_client.get(reverse("run-detail", args=[recorded_run.pk])).status_code == 404
+    assert outsider_client.post(reverse("run-cancel", args=[recorded_run.pk])).status_code == 404
+    assert outsider_client.post(reverse("run-resume", args=[recorded_run.pk])).status_code == 404
+    recorded_run.refresh_from_db()
+    assert (recorded_run.status, recorded_run.cancel_requested) == (Run.Status.RUNNING, False)
+
+    staff_client = Client()
+    staff_client.force_login(staff)
+    assert staff_client.get(reverse("run-detail", args=[recorded_run.pk])).status_code == 200
+
+
+def test_run_page_marks_a_run_with_a_stale_heartbeat_interrupted(
+    owner_client: Client, owner: User
+) -> None:
+    run = make_run(
+        owner, status=Run.Status.RUNNING, heartbeat_at=timezone.now() - timedelta(hours=1)
+    )
+
+    content = owner_client.get(reverse("run-detail", args=[run.pk])).content.decode()
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.INTERRUPTED
+    assert '<span class="badge status-interrupted" id="run-status">interrupted</span>' in content
+    assert 'id="cancel-form" hidden' in content
+    assert 'id="resume-form">' in content
+
+
+def test_cancel_a_queued_run_then_resume_it(owner_client: Client, owner: User) -> None:
+    run = make_run(owner)
+
+    cancelled = owner_client.post(reverse("run-cancel", args=[run.pk]), follow=True)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    assert "Run cancelled." in cancelled.content.decode()
+
+    resumed = owner_client.post(reverse("run-resume", args=[run.pk]), follow=True)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.QUEUED
+    assert "Resume queued." in resumed.content.decode()
+    assert list(run.events.order_by("id").values_list("kind", flat=True)) == [
+        "cancelled",
+        "resumed",
+    ]
+
+
+def test_resume_of_a_running_run_is_refused_with_a_message(
+    owner_client: Client, recorded_run: Run
+) -> None:
+    response = owner_client.post(reverse("run-resume", args=[recorded_run.pk]), follow=True)
+
+    recorded_run.refresh_from_db()
+    assert recorded_run.status == Run.Status.RUNNING
+    assert "Cannot resume: only interrupted or cancelled runs resume; this one is running." in (
+        response.content.decode()
+    )
+
+
+def test_cancel_a_running_run_requests_a_cooperative_stop(
+    owner_client: Client, recorded_run: Run
+) -> None:
+    response = owner_client.post(reverse("run-cancel", args=[recorded_run.pk]), follow=True)
+
+    recorded_run.refresh_from_db()
+    content = response.content.decode()
+    assert (recorded_run.status, recorded_run.cancel_requested) == (Run.Status.RUNNING, True)
+    assert "Cancel requested" in content
+    assert 'id="cancel-form" hidden' in content
+
+
+# --- plotly.js from the installed package -----------------------------------------------------
+
+
+def test_plotly_js_is_served_from_the_package_with_long_caching(client: Client) -> None:
+    import plotly
+
+    raw = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_bytes()
+
+    plain = client.get(reverse("plotly-js"))
+    zipped = client.get(reverse("plotly-js"), HTTP_ACCEPT_ENCODING="gzip, br")
+    again = client.get(reverse("plotly-js"), HTTP_IF_NONE_MATCH=plain["ETag"])
+
+    assert plain.status_code == 200
+    assert plain.content == raw
+    assert plain["Content-Type"] == "application/javascript; charset=utf-8"
+    assert plain["Cache-Control"] == "public, max-age=31536000, immutable"
+    assert plain["ETag"] == f'"plotly-{plotly.__version__}"'
+    assert zipped["Content-Encoding"] == "gzip"
+    assert gzip.decompress(zipped.content) == raw
+    assert again.status_code == 304
+
+
+# --- escaping rules, checked over the sources ------------------------------------------------
+
+
+def test_templates_and_scripts_never_bypass_escaping() -> None:
+    templates = list((REPO / "templates").rglob("*.html"))
+    scripts = list((REPO / "static").rglob("*.js"))
+    assert templates and scripts
+    for path in templates:
+        text = path.read_text()
+        assert "|safe" not in text and "autoescape off" not in text, path
+    for path in scripts:
+        text = path.read_text()
+        assert (
+            "innerHTML" not in text and "outerHTML" not in text and "insertAdjacentHTML" not in text
+        ), path
+
+
+@pytest.mark.parametrize(
+    "seconds,text", [(None, "—"), (0, "0s"), (44.6, "45s"), (125, "2m 05s"), (3723, "1h 02m 03s")]
+)
+def test_durations_read_as_the_live_page_writes_them(seconds: float | None, text: str) -> None:
+    from webapp.runs.views import duration
+
+    assert duration(seconds) == text
+
+
+# --- admin ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def admin_client_logged_in(db: None) -> Client:
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", password="pw-root-123"))
+    return client
+
+
+def test_admin_lists_render_with_rows(
+    admin_client_logged_in: Client, recorded_run: Run, echo_env: Environment
+) -> None:
+    from webapp.runs.models import WorkerHeartbeat
+
+    WorkerHeartbeat.objects.create(
+        name="w1",
+        capabilities={"cuda_devices": 1, "vllm": False},
+        heartbeat_at=timezone.now(),
+        current_run=recorded_run,
+    )
+    for model in [
+        "runs/run",
+        "runs/metricpoint",
+        "runs/rollout",
+        "runs/runevent",
+        "runs/workerheartbeat",
+        "catalog/environment",
+    ]:
+        response = admin_client_logged_in.get(f"/admin/{model}/?q=my")
+        assert response.status_code == 200, model
+    run_page = admin_client_logged_in.get(f"/admin/runs/run/{recorded_run.pk}/change/")
+    assert run_page.status_code == 200
+    assert XSS not in run_page.content.decode()
+    rollout = recorded_run.rollouts.first()
+    assert (
+        admin_client_logged_in.get(f"/admin/runs/rollout/{rollout.pk}/change/").status_code == 200
+    )
+    assert admin_client_logged_in.get("/admin/runs/rollout/add/").status_code == 403
+
+
+def test_admin_action_cancels_selected_runs(
+    admin_client_logged_in: Client, owner: User, recorded_run: Run
+) -> None:
+    queued = make_run(owner, name="queued")
+    finished = make_run(owner, name="done", status=Run.Status.SUCCEEDED)
+
+    response = admin_client_logged_in.post(
+        "/admin/runs/run/",
+        {
+            "action": "cancel_selected",
+            "_selected_action": [queued.pk, recorded_run.pk, finished.pk],
+        },
+        follow=True,
+    )
+
+    assert (
+        "1 queued run(s) cancelled; cancel requested for 1 running run(s)."
+        in response.content.decode()
+    )
+    queued.refresh_from_db()
+    recorded_run.refresh_from_db()
+    finished.refresh_from_db()
+    assert queued.status == Run.Status.CANCELLED
+    assert (recorded_run.status, recorded_run.cancel_requested) == (Run.Status.RUNNING, True)
+    assert (finished.status, finished.cancel_requested) == (Run.Status.SUCCEEDED, False)

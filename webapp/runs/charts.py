@@ -1,0 +1,93 @@
+"""Plotly figures of a run's metrics, as pure functions of `run_metric_series` output.
+
+Each chart says which metric keys it plots: `always` keys get a trace even before data
+arrives, and keys that fully match one of `patterns` get one when first seen. The live
+page (static/js/run_live.js) reads the same `match` rules and trace style from this
+output, so the assignment of keys to charts lives here only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+Series = dict[str, list[list[float]]]
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    id: str
+    title: str
+    y_title: str
+    always: tuple[str, ...]
+    # Regular expressions matched against the whole key; kept to the syntax that Python's
+    # `re` and JavaScript's RegExp read alike.
+    patterns: tuple[str, ...] = ()
+
+    def matches(self, key: str) -> bool:
+        return key in self.always or any(re.fullmatch(p, key) for p in self.patterns)
+
+    def keys(self, series: Series) -> list[str]:
+        extra = sorted(k for k in series if k not in self.always and self.matches(k))
+        return [*self.always, *extra]
+
+
+CHARTS: tuple[ChartSpec, ...] = (
+    ChartSpec("reward", "Reward", "reward", ("reward",), (r"rewards/[^/]+/mean",)),
+    ChartSpec("tool-calls", "Tool-call frequency", "calls", ("tools/call_frequency",)),
+    ChartSpec("tool-failures", "Tool-failure rate", "failure rate", ("tools/failure_frequency",)),
+    ChartSpec("loss", "Loss, KL and entropy", "value", ("loss",), ("kl", "entropy")),
+    ChartSpec(
+        "completion-length",
+        "Completion length",
+        "tokens",
+        ("completions/mean_length",),
+        (r"completions/(min|max)_length", r"completions/(mean|min|max)_terminated_length"),
+    ),
+)
+
+TRACE_STYLE: dict[str, Any] = {"type": "scatter", "mode": "lines+markers", "marker": {"size": 4}}
+
+
+def chart_trace(key: str, points: list[list[float]]) -> dict[str, Any]:
+    return {
+        **TRACE_STYLE,
+        "marker": dict(TRACE_STYLE["marker"]),
+        "name": key,
+        "x": [point[0] for point in points],
+        "y": [point[1] for point in points],
+    }
+
+
+def chart_layout(spec: ChartSpec) -> dict[str, Any]:
+    return {
+        "title": {"text": spec.title},
+        "height": 320,
+        "margin": {"l": 56, "r": 16, "t": 40, "b": 80},
+        "xaxis": {"title": {"text": "step"}, "rangemode": "tozero"},
+        "yaxis": {"title": {"text": spec.y_title}},
+        "legend": {"orientation": "h", "x": 0, "y": -0.25, "yanchor": "top"},
+        "showlegend": True,
+        # Keeps the reader's zoom when the page replaces the data with Plotly.react.
+        "uirevision": spec.id,
+    }
+
+
+def run_chart(spec: ChartSpec, series: Series) -> dict[str, Any]:
+    keys = spec.keys(series)
+    return {
+        "id": spec.id,
+        "title": spec.title,
+        "keys": keys,
+        "match": {"always": list(spec.always), "patterns": list(spec.patterns)},
+        "figure": {
+            "data": [chart_trace(key, series.get(key, [])) for key in keys],
+            "layout": chart_layout(spec),
+        },
+    }
+
+
+def run_charts(series: Series) -> list[dict[str, Any]]:
+    """One figure per chart, in page order; series maps metric key -> [[step, value], ...]."""
+    return [run_chart(spec, series) for spec in CHARTS]

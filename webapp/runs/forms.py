@@ -1,0 +1,175 @@
+"""The run form: a friendly face on the one run config schema (webapp.runs.config).
+
+The form checks only the shape of each input (a number is a number); ranges and
+cross-field rules come from the schema, whose dotted error keys `errors_to_form` places
+next to the matching input.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, get_args
+
+from django import forms
+from django.utils.text import slugify
+
+from webapp.catalog.models import Environment
+from webapp.runs.config import GRPOSettings, RewardTerm, RunEnvironment
+
+GRPO_FIELDS = (
+    "num_generations",
+    "max_steps",
+    "learning_rate",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "max_completion_length",
+    "temperature",
+    "beta",
+    "seed",
+)
+ENVIRONMENT_FIELDS = {
+    "environment": "environment",
+    "name": "environment",
+    "prompt": "prompt",
+    "rows": "rows",
+}
+REWARD_KINDS = [(kind, kind) for kind in get_args(RewardTerm.model_fields["kind"].annotation)]
+DEFAULT_PROMPT = "Echo '{phrase}'."
+
+
+def _default(field: str) -> Any:
+    return GRPOSettings.model_fields[field].get_default(call_default_factory=True)
+
+
+def _grpo_field(name: str) -> forms.Field:
+    help_text = GRPOSettings.model_fields[name].description or ""
+    if isinstance(_default(name), float):
+        return forms.FloatField(required=False, initial=_default(name), help_text=help_text)
+    return forms.IntegerField(required=False, initial=_default(name), help_text=help_text)
+
+
+class EnvironmentChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: Environment) -> str:
+        return f"{obj.name} ({obj.status})"
+
+
+class RunForm(forms.Form):
+    name = forms.CharField(max_length=120, initial="echo-run")
+    model = forms.CharField(
+        max_length=500,
+        initial="demo:echo",
+        help_text="A hub id 'org/name', an absolute local folder, or 'demo:<name>'.",
+    )
+    environment = EnvironmentChoiceField(queryset=Environment.objects.all(), empty_label=None)
+    prompt = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        initial=DEFAULT_PROMPT,
+        help_text="{phrase} is filled with a seeded random phrase that becomes the target.",
+    )
+    rows = forms.IntegerField(
+        required=False,
+        initial=RunEnvironment.model_fields["rows"].default,
+        help_text="Dataset rows (episodes) for this environment.",
+    )
+    num_generations = _grpo_field("num_generations")
+    max_steps = _grpo_field("max_steps")
+    learning_rate = _grpo_field("learning_rate")
+    per_device_train_batch_size = _grpo_field("per_device_train_batch_size")
+    gradient_accumulation_steps = _grpo_field("gradient_accumulation_steps")
+    max_completion_length = _grpo_field("max_completion_length")
+    temperature = _grpo_field("temperature")
+    beta = _grpo_field("beta")
+    seed = _grpo_field("seed")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        echo = Environment.objects.filter(name="echo").first()
+        if echo is not None:
+            self.fields["environment"].initial = echo.pk
+
+    def config_part(self) -> dict[str, Any]:
+        """The config without rewards, from cleaned data; blank numbers take the schema default."""
+        data = self.cleaned_data
+        environment: Environment = data["environment"]
+        item: dict[str, Any] = {
+            "environment": environment.pk,
+            "name": environment_slug(environment.name),
+            "prompt": data["prompt"],
+        }
+        if data.get("rows") is not None:
+            item["rows"] = data["rows"]
+        grpo = {name: data[name] for name in GRPO_FIELDS if data.get(name) is not None}
+        return {"name": data["name"], "model": data["model"], "environments": [item], "grpo": grpo}
+
+
+class RewardTermForm(forms.Form):
+    name = forms.CharField(max_length=64, required=False)
+    kind = forms.ChoiceField(choices=REWARD_KINDS, initial="env_reward")
+    weight = forms.FloatField(required=False, initial=1.0)
+
+    def term(self) -> dict[str, Any] | None:
+        """None for a row left blank."""
+        data = getattr(self, "cleaned_data", {})
+        if not data.get("name"):
+            return None
+        term = {"name": data["name"], "kind": data["kind"]}
+        if data.get("weight") is not None:
+            term["weight"] = data["weight"]
+        return term
+
+
+RewardFormSet = forms.formset_factory(RewardTermForm, extra=2, max_num=32, validate_max=True)
+REWARD_INITIAL = [{"name": "env_reward", "kind": "env_reward", "weight": 1.0}]
+
+
+class RunJsonForm(forms.Form):
+    config_json = forms.CharField(
+        label="Run config (JSON)",
+        widget=forms.Textarea(attrs={"rows": 16, "spellcheck": "false", "class": "code"}),
+    )
+
+    def clean_config_json(self) -> Any:
+        try:
+            return json.loads(self.cleaned_data["config_json"])
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+            ) from None
+
+
+def environment_slug(name: str) -> str:
+    """The environment's name as a run-local name (lowercase, digits, '-', '_'), or ''."""
+    slug = slugify(name).lstrip("-_")[:64]
+    return slug if re.fullmatch(r"[a-z0-9][a-z0-9_-]*", slug) else ""
+
+
+def errors_to_form(
+    errors: dict[str, list[str]], form: RunForm, rewards: forms.BaseFormSet
+) -> list[str]:
+    """Attach each dotted schema error to its input; return the ones no input matches."""
+    unplaced: list[str] = []
+    for key, key_messages in errors.items():
+        parts = key.split(".")
+        target: tuple[forms.Form, str | None] | None = None
+        if key in form.fields:
+            target = (form, key)
+        elif parts[0] == "grpo" and len(parts) == 2 and parts[1] in form.fields:
+            target = (form, parts[1])
+        elif parts[0] == "environments" and len(parts) == 3 and parts[2] in ENVIRONMENT_FIELDS:
+            target = (form, ENVIRONMENT_FIELDS[parts[2]])
+        elif parts[0] == "environments" and len(parts) == 1:
+            target = (form, "environment")
+        elif parts[0] == "rewards" and len(parts) >= 2 and parts[1].isdigit():
+            terms = [f for f in rewards.forms if f.term() is not None]
+            index = int(parts[1])
+            if index < len(terms):
+                field = parts[2] if len(parts) >= 3 and parts[2] in terms[index].fields else None
+                target = (terms[index], field)
+        if target is None:
+            unplaced.extend(f"{key}: {message}" for message in key_messages)
+            continue
+        target_form, field_name = target
+        for message in key_messages:
+            target_form.add_error(field_name, message)
+    return unplaced

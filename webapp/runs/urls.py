@@ -1,0 +1,13 @@
+from django.urls import path
+
+from webapp.runs import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("runs/new/", views.run_new, name="run-new"),
+    path("runs/demo/", views.run_demo, name="run-demo"),
+    path("runs/<int:pk>/", views.run_detail, name="run-detail"),
+    path("runs/<int:pk>/cancel/", views.run_cancel, name="run-cancel"),
+    path("runs/<int:pk>/resume/", views.run_resume_view, name="run-resume"),
+    path("vendor/plotly.min.js", views.plotly_js, name="plotly-js"),
+]

@@ -1,0 +1,385 @@
+"""Pages for runs: the home list with the one-click demo, the run form, the live run page."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
+from django.utils.http import urlencode
+from django.views.decorators.http import require_http_methods, require_POST
+
+from webapp.catalog.models import Environment
+from webapp.runs.charts import run_charts
+from webapp.runs.config import RunConfigError
+from webapp.runs.forms import (
+    GRPO_FIELDS,
+    REWARD_INITIAL,
+    RewardFormSet,
+    RunForm,
+    RunJsonForm,
+    errors_to_form,
+)
+from webapp.runs.models import Rollout, Run
+from webapp.runs.selectors import run_metric_series, run_progress, runs_visible_to
+from webapp.runs.services import (
+    RunStateError,
+    run_launch,
+    run_mark_stale_interrupted,
+    run_request_cancel,
+    run_resume,
+)
+
+HOME_RUNS = 50
+# Rollouts rendered with the page; the live script adds every later one.
+PAGE_ROLLOUTS = 200
+METRIC_POINTS = 2000
+DEMO_ENVIRONMENT = "echo"
+FORM_GROUPS = (
+    ("Run", ("name", "model")),
+    ("Environment", ("environment", "prompt", "rows")),
+    ("GRPO", GRPO_FIELDS),
+)
+
+
+def demo_config(environment_id: int) -> dict[str, Any]:
+    return {
+        "name": "echo-demo",
+        "model": "demo:echo",
+        "environments": [
+            {
+                "environment": environment_id,
+                "name": "echo",
+                "prompt": "Echo '{phrase}'.",
+                "rows": 64,
+            }
+        ],
+        "rewards": [{"name": "env_reward", "kind": "env_reward", "weight": 1.0}],
+        "grpo": {
+            "num_generations": 4,
+            "max_steps": 30,
+            "per_device_train_batch_size": 4,
+            "max_completion_length": 64,
+            "learning_rate": 5e-5,
+        },
+    }
+
+
+def _run_rows(runs: list[Run]) -> list[dict[str, Any]]:
+    return [{"run": run, "progress": _percent(run.step, run.max_steps)} for run in runs]
+
+
+def _percent(step: int, max_steps: int) -> int:
+    return min(100, round(100 * step / max_steps)) if max_steps else 0
+
+
+def _home(request: HttpRequest, demo_errors: list[str] | None = None) -> HttpResponse:
+    run_mark_stale_interrupted()
+    runs = list(runs_visible_to(user=request.user).filter(owner=request.user)[:HOME_RUNS])
+    return render(
+        request,
+        "home.html",
+        {
+            "runs": _run_rows(runs),
+            "demo_errors": demo_errors or [],
+            "echo_registered": Environment.objects.filter(name=DEMO_ENVIRONMENT).exists(),
+            "nav": "runs",
+        },
+    )
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    return _home(request)
+
+
+@login_required
+@require_POST
+def run_demo(request: HttpRequest) -> HttpResponse:
+    echo = Environment.objects.filter(name=DEMO_ENVIRONMENT).first()
+    # Without the environment the config still goes through the checks (id 0 matches no
+    # row), so a missing demo model is reported in the same answer.
+    try:
+        run = run_launch(owner=request.user, data=demo_config(echo.pk if echo else 0))
+    except RunConfigError as exc:
+        errors = dict(exc.errors)
+        if echo is None:
+            errors["environments.0.environment"] = [
+                f"no environment named '{DEMO_ENVIRONMENT}' is registered: start the echo server "
+                f"and register it as '{DEMO_ENVIRONMENT}' on the Environments page"
+            ]
+        lines = [
+            f"{key}: {message}" for key, key_messages in errors.items() for message in key_messages
+        ]
+        return _home(request, demo_errors=lines)
+    messages.success(request, f"Demo run #{run.pk} queued.")
+    return redirect("run-detail", pk=run.pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def run_new(request: HttpRequest) -> HttpResponse:
+    posted = request.POST if request.method == "POST" else None
+    mode = request.POST.get("mode", "form") if posted is not None else "form"
+    form = RunForm(posted if mode == "form" else None)
+    rewards = RewardFormSet(
+        posted if mode == "form" else None, initial=REWARD_INITIAL, prefix="rewards"
+    )
+    echo = Environment.objects.filter(name=DEMO_ENVIRONMENT).first()
+    json_form = RunJsonForm(
+        posted if mode == "json" else None,
+        initial={"config_json": json.dumps(demo_config(echo.pk if echo else 1), indent=2)},
+    )
+    top_errors: list[str] = []
+    json_errors: list[str] = []
+    if posted is not None:
+        data: Any = None
+        if mode == "json" and json_form.is_valid():
+            data = json_form.cleaned_data["config_json"]
+        elif mode == "form" and form.is_valid() and rewards.is_valid():
+            terms = [term for term in (f.term() for f in rewards.forms) if term is not None]
+            data = {**form.config_part(), "rewards": terms}
+        if data is not None:
+            try:
+                run = run_launch(owner=request.user, data=data)
+            except RunConfigError as exc:
+                if mode == "json":
+                    json_errors = [f"{k}: {m}" for k, msgs in exc.errors.items() for m in msgs]
+                else:
+                    top_errors = errors_to_form(exc.errors, form, rewards)
+            else:
+                messages.success(request, f"Run #{run.pk} queued.")
+                return redirect("run-detail", pk=run.pk)
+    return render(
+        request,
+        "runs/run_form.html",
+        {
+            "form": form,
+            "field_groups": [
+                (title, [form[name] for name in names]) for title, names in FORM_GROUPS
+            ],
+            "rewards": rewards,
+            "json_form": json_form,
+            "top_errors": top_errors,
+            "json_errors": json_errors,
+            "mode": mode,
+            "environments_exist": Environment.objects.exists(),
+            "nav": "new-run",
+        },
+    )
+
+
+# --- the run page -------------------------------------------------------------------------
+
+
+def duration(seconds: float | None) -> str:
+    """'1h 02m 03s', '2m 05s', '45s' (the live page's formatDuration writes the same)."""
+    if seconds is None:
+        return "—"
+    total = max(0, round(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m {secs:02d}s"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"
+
+
+def _number(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, int | float) and not isinstance(value, bool) else "—"
+
+
+def _text(content: Any) -> str:
+    """Message content as plain text: a string, or the text parts of a content list."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif isinstance(part, str):
+                parts.append(part)
+            else:
+                parts.append(json.dumps(part))
+        return "\n".join(parts)
+    return json.dumps(content)
+
+
+def _arguments(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        return arguments
+    # Compact, as the live page's JSON.stringify writes it.
+    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+def _message(message: Any) -> dict[str, Any]:
+    if not isinstance(message, dict):
+        return {"role": "?", "name": "", "content": _text(message), "tool_calls": []}
+    calls = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") if isinstance(call, dict) else None
+        function = function if isinstance(function, dict) else {}
+        calls.append(
+            {
+                "name": str(function.get("name", "")),
+                "arguments": _arguments(function.get("arguments", "")),
+            }
+        )
+    return {
+        "role": str(message.get("role", "?")),
+        "name": str(message.get("name") or ""),
+        "content": _text(message.get("content")),
+        "tool_calls": calls,
+    }
+
+
+def _messages(value: Any) -> list[dict[str, Any]]:
+    if isinstance(value, str):
+        return [{"role": "user", "name": "", "content": value, "tool_calls": []}]
+    return [_message(m) for m in value] if isinstance(value, list) else []
+
+
+def rollout_view(rollout: Rollout) -> dict[str, Any]:
+    """A rollout as the transcript feed shows it (static/js/run_live.js renders the same)."""
+    rewards = rollout.rewards if isinstance(rollout.rewards, dict) else {}
+    return {
+        "seq": rollout.seq,
+        "step": rollout.step,
+        "env": rollout.env,
+        "reward": _number(rollout.reward),
+        "advantage": _number(rollout.advantage),
+        "rewards": [(str(term), _number(value)) for term, value in rewards.items()],
+        "prompt": _messages(rollout.prompt),
+        "messages": _messages(rollout.messages),
+    }
+
+
+def _live_config(run: Run, last_seq: int, progress: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "run": run.pk,
+        "last_seq": last_seq,
+        "status": run.status,
+        "cancel_requested": run.cancel_requested,
+        "step": run.step,
+        "max_steps": run.max_steps,
+        "elapsed_seconds": progress["elapsed_seconds"],
+        "eta_seconds": progress["eta_seconds"],
+        "ws_path": f"/ws/runs/{run.pk}/",
+        "api_run": reverse("api-run", args=[run.pk]),
+        "api_metrics": reverse("api-run-metrics", args=[run.pk]),
+        "api_rollouts": reverse("api-run-rollouts", args=[run.pk]),
+        "metric_points": METRIC_POINTS,
+        "active_statuses": list(Run.ACTIVE),
+        "resumable_statuses": list(Run.RESUMABLE),
+    }
+
+
+@login_required
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run_mark_stale_interrupted()
+    run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+    # The sequence number is read before the data, so what the page shows covers at least
+    # everything up to it; the live script skips events at or below it.
+    last_seq = run.last_seq
+    series = run_metric_series(run=run, keys=None, max_points=METRIC_POINTS)
+    charts = run_charts(series)
+    rollouts = list(Rollout.objects.filter(run=run).order_by("-seq")[:PAGE_ROLLOUTS])
+    progress = run_progress(run=run)
+    return render(
+        request,
+        "runs/run_detail.html",
+        {
+            "run": run,
+            "progress": progress,
+            "percent": _percent(run.step, run.max_steps),
+            "elapsed": duration(progress["elapsed_seconds"]),
+            "eta": duration(progress["eta_seconds"] if run.status == Run.Status.RUNNING else None),
+            "charts": charts,
+            "rollouts": [rollout_view(r) for r in rollouts],
+            "events": run.events.order_by("-created_at", "-id")[:200],
+            "config_json": json.dumps(run.config, indent=2, sort_keys=True, ensure_ascii=False),
+            "live": _live_config(run, last_seq, progress),
+            "can_cancel": run.status in Run.ACTIVE and not run.cancel_requested,
+            "can_resume": run.status in Run.RESUMABLE,
+            "plotly_url": f"{reverse('plotly-js')}?{urlencode({'v': plotly_version()})}",
+        },
+    )
+
+
+@login_required
+@require_POST
+def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+    try:
+        run = run_request_cancel(run=run)
+    except RunStateError as exc:
+        messages.error(request, f"Nothing to cancel: {exc}.")
+        return redirect("run-detail", pk=run.pk)
+    if run.status == Run.Status.CANCELLED:
+        messages.success(request, "Run cancelled.")
+    else:
+        messages.success(
+            request, "Cancel requested: the run stops after its current step, with a checkpoint."
+        )
+    return redirect("run-detail", pk=run.pk)
+
+
+@login_required
+@require_POST
+def run_resume_view(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+    try:
+        run = run_resume(run=run)
+    except RunStateError as exc:
+        messages.error(request, f"Cannot resume: {exc}.")
+    else:
+        messages.success(request, "Resume queued.")
+    return redirect("run-detail", pk=run.pk)
+
+
+# --- plotly.js from the installed plotly package (no CDN) ----------------------------------
+
+
+@lru_cache(maxsize=1)
+def _plotly_bundle() -> tuple[str, bytes, bytes]:
+    import plotly
+
+    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    raw = path.read_bytes()
+    return plotly.__version__, raw, gzip.compress(raw, compresslevel=6, mtime=0)
+
+
+def plotly_version() -> str:
+    import plotly
+
+    return str(plotly.__version__)
+
+
+def plotly_js(request: HttpRequest) -> HttpResponse:
+    """4.8 MB served once per version: the page asks for `?v=<plotly version>`, so a year of
+    caching is safe; gzip (compressed once per process) cuts the transfer to about a third."""
+    version, raw, compressed = _plotly_bundle()
+    etag = f'"plotly-{version}"'
+    if etag in request.headers.get("If-None-Match", ""):
+        response = HttpResponse(status=304)
+    elif "gzip" in request.headers.get("Accept-Encoding", ""):
+        response = HttpResponse(compressed, content_type="application/javascript; charset=utf-8")
+        response["Content-Encoding"] = "gzip"
+    else:
+        response = HttpResponse(raw, content_type="application/javascript; charset=utf-8")
+    response["ETag"] = etag
+    response["Cache-Control"] = "public, max-age=31536000, immutable"
+    patch_vary_headers(response, ["Accept-Encoding"])
+    return response
