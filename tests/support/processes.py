@@ -117,12 +117,12 @@ def worker_ready(service: Service, after: int = 0) -> bool:
     return " ready." in service.log_text()[after:]
 
 
-def start_web(port: int) -> Service:
+def start_web(port: int, **env: str) -> Service:
     service = Service(
         "web",
         [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "warning"],
-        service_env(),
+        service_env(**env),
     )
 
     def up() -> bool:

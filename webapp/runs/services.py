@@ -244,7 +244,10 @@ def run_checkpointed(*, run_id: int, lease_owner: str, step: int) -> None:
     Run.objects.filter(pk=run_id, lease_owner=lease_owner).update(checkpoint_step=step)
 
 
-def run_finish(*, run_id: int, lease_owner: str, status: str, error: str = "", step: int | None = None) -> bool:
+def run_finish(
+    *, run_id: int, lease_owner: str, status: str, error: str = "", step: int | None = None,
+    data: dict[str, Any] | None = None,
+) -> bool:
     """End the run if we still hold its lease."""
     fields: dict[str, Any] = {
         "status": status, "error": error[:10_000], "finished_at": timezone.now(),
@@ -257,7 +260,9 @@ def run_finish(*, run_id: int, lease_owner: str, status: str, error: str = "", s
             pk=run_id, lease_owner=lease_owner, status=Run.Status.RUNNING
         ).update(**fields)
         if changed:
-            RunEvent.objects.create(run_id=run_id, kind=status, message=error[:2000] or f"Run {status}.")
+            RunEvent.objects.create(
+                run_id=run_id, kind=status, message=error[:2000] or f"Run {status}.", data=data or {}
+            )
     if changed:
         notify_run(run_id, {"type": "status", "status": status, "step": step})
     return bool(changed)

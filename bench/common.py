@@ -1,0 +1,60 @@
+"""A scratch installation for benchmarks: its own SQLite database, Redis database and
+run folder under var/bench/, so `make bench` never touches the app's or the tests' data."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_DIR = ROOT / "var" / "bench"
+RESULTS_DIR = ROOT / "bench" / "results"
+
+
+def setup_django() -> None:
+    BENCH_DIR.mkdir(parents=True, exist_ok=True)
+    db = BENCH_DIR / "db.sqlite3"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    os.environ["DJANGO_SETTINGS_MODULE"] = "webapp.settings.local"
+    os.environ["DATABASE_URL"] = f"sqlite:///{db}"
+    os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/8")
+    os.environ["ENVLAB_RUNS_DIR"] = str(BENCH_DIR / "runs")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ["DEBUG"] = "0"
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    import redis
+
+    redis.Redis.from_url(os.environ["REDIS_URL"]).flushdb()
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def machine() -> dict[str, Any]:
+    return {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine()}
+
+
+def write_result(name: str, result: dict[str, Any]) -> Path:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    path.write_text(json.dumps({**result, "machine": machine()}, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
