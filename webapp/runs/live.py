@@ -3,6 +3,7 @@ the truth and clients catch up over REST, so a Redis outage is logged, never rai
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -10,6 +11,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 log = logging.getLogger(__name__)
+SEND_TIMEOUT = 2.0
 
 
 def run_group(run_id: int) -> str:
@@ -21,7 +23,14 @@ def notify_run(run_id: int, payload: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
+    async def send() -> None:
+        # Bounded: the layer's sockets have no timeout (idle consumers need that), and a
+        # frozen Redis must not hang a request or the end of a training run.
+        await asyncio.wait_for(
+            layer.group_send(run_group(run_id), {"type": "run.event", "payload": payload}), SEND_TIMEOUT
+        )
+
     try:
-        async_to_sync(layer.group_send)(run_group(run_id), {"type": "run.event", "payload": payload})
+        async_to_sync(send)()
     except Exception as exc:  # Redis down or frozen: the page catches up from the database
         log.warning("live notification for run %s dropped: %s", run_id, exc)

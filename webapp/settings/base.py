@@ -143,7 +143,9 @@ CELERY_TASK_ROUTES = {
 }
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-CELERY_WORKER_REDIRECT_STDOUTS_LEVEL = "DEBUG"
+# Celery would route stdout/stderr into logging, where our console handler writes back into
+# the redirected stream and child-process logs vanish. The trainer prints nothing anyway.
+CELERY_WORKER_REDIRECT_STDOUTS = False
 CELERY_BEAT_SCHEDULE = {
     "sweep-stale-runs": {"task": "worker.tasks.sweep_stale_runs", "schedule": 10.0},
 }

@@ -1,0 +1,66 @@
+"""End-to-end fixtures: the real echo server (uvicorn), a real Celery worker process,
+the real ASGI web server, real Redis; the fast "test" variant of the demo model."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+from django.conf import settings
+
+from tests.envs.servers import free_port
+from tests.support.processes import Service, start_web, start_worker
+
+
+@pytest.fixture(scope="session")
+def demo_model() -> str:
+    """Build the test variant once; later sessions reuse it from var/test-models."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from worker.demo_model import build_demo_model, demo_model_path, is_built
+
+    path = demo_model_path("echo", settings.MODELS_DIR)
+    if not is_built(path):
+        build_demo_model(path, variant="test", seed=0)
+    return "demo:echo"
+
+
+@pytest.fixture(scope="session")
+def clean_redis() -> None:
+    """Tests own their Redis database: drop queued tasks left by an earlier, aborted session."""
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+
+
+@pytest.fixture(scope="session")
+def worker(django_db_setup, django_db_blocker, clean_redis, demo_model) -> Iterator[Service]:
+    service = start_worker("worker")
+    yield service
+    service.stop()
+
+
+@pytest.fixture(scope="session")
+def web(django_db_setup, clean_redis) -> Iterator[str]:
+    port = free_port()
+    service = start_web(port)
+    yield f"http://127.0.0.1:{port}"
+    service.stop()
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+@pytest.fixture
+def second_worker(worker) -> Iterator[Service]:
+    service = start_worker("worker2")
+    yield service
+    service.stop()

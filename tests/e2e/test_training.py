@@ -1,0 +1,105 @@
+"""The backbone, end to end: a real echo server, a real Celery worker process training
+with TRL, real Redis, the real ASGI server and its WebSocket."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from websockets.sync.client import connect
+
+from tests.e2e.helpers import metric_steps, register_echo, run_config, wait_for, wait_status
+from webapp.runs.models import Rollout, Run, RunEvent
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+def _session_cookie(client, user) -> str:
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}"
+
+
+def test_register_launch_train_and_stream(api, owner, client, echo_url, worker, web):
+    env_id = register_echo(api, echo_url)
+    tools = api.get(f"/api/environments/{env_id}/").json()["tools"]
+    assert [t["name"] for t in tools] == ["echo"]
+
+    response = api.post("/api/runs/", run_config(env_id, max_steps=5), format="json")
+    assert response.status_code == 201, response.json()
+    run_id = response.json()["id"]
+
+    ws_url = web.replace("http://", "ws://") + f"/ws/runs/{run_id}/"
+    headers = {"Cookie": _session_cookie(client, owner), "Origin": web}
+    received = []
+    with connect(ws_url, additional_headers=headers, open_timeout=10) as socket:
+        snapshot = json.loads(socket.recv(timeout=10))
+        assert snapshot["type"] == "snapshot" and snapshot["run"] == run_id
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            message = json.loads(socket.recv(timeout=240))
+            received.append(message)
+            if message["type"] == "metrics":
+                break
+    assert any(m["type"] == "metrics" and m["seq"] > snapshot["seq"] for m in received)
+
+    run = wait_status(run_id, ("succeeded", "failed"), 300, worker)
+    assert (run.status, run.error, run.step) == ("succeeded", "", 5)
+    for key in ("rewards/env_reward/mean", "rewards/tool_called/mean", "tools/call_frequency",
+                "tools/failure_frequency", "reward", "loss"):
+        assert metric_steps(run_id, key) == [1, 2, 3, 4, 5], key
+
+    rollouts = list(Rollout.objects.filter(run_id=run_id))
+    assert len(rollouts) == 5 * 4  # one generation batch of 4 per step
+    assert {r.env for r in rollouts} == {"echo"}
+    assert set(rollouts[0].rewards) == {"env_reward", "tool_called"}
+    calls = [m for r in rollouts for m in r.messages if m.get("role") == "assistant" and m.get("tool_calls")]
+    results = [m for r in rollouts for m in r.messages if m.get("role") == "tool"]
+    assert calls and results
+    assert calls[0]["tool_calls"][0]["function"]["name"] == "echo"
+
+    series = api.get(f"/api/runs/{run_id}/metrics/?key=reward&key=tools/call_frequency&max_points=3").json()
+    assert [p[0] for p in series["series"]["reward"]] == [1, 3, 5]
+    workers = api.get("/api/workers/").json()
+    assert [w["name"] for w in workers] == ["worker@" + __import__("socket").gethostname()]
+    assert workers[0]["capabilities"]["vllm"] is False
+    assert workers[0]["capabilities"]["cuda_devices"] == 0  # the test machines have no GPU
+
+    page = api.get(f"/api/runs/{run_id}/rollouts/?limit=3").json()
+    assert [r["seq"] for r in page["results"]] == [r.seq for r in rollouts[:3]]
+    assert page["next"] is not None
+
+
+def test_websocket_refuses_strangers(owner, outsider, client, web):
+    run = Run.objects.create(owner=owner, name="private", config={}, model="demo:echo", max_steps=1)
+    url = web.replace("http://", "ws://") + f"/ws/runs/{run.pk}/"
+    with connect(url, additional_headers={"Origin": web}, open_timeout=10) as socket:
+        with pytest.raises(Exception) as closed:
+            socket.recv(timeout=10)
+    assert closed.value.rcvd.code == 4401
+    headers = {"Cookie": _session_cookie(client, outsider), "Origin": web}
+    with connect(url, additional_headers=headers, open_timeout=10) as socket:
+        with pytest.raises(Exception) as closed:
+            socket.recv(timeout=10)
+    assert closed.value.rcvd.code == 4404
+    # Another site's page may not open the socket with the user's cookie.
+    headers = {"Cookie": _session_cookie(client, owner), "Origin": "http://evil.example"}
+    with pytest.raises(Exception) as refused:
+        with connect(url, additional_headers=headers, open_timeout=10) as socket:
+            socket.recv(timeout=10)
+    assert "403" in str(refused.value)
+
+
+def test_duplicate_delivery_trains_once(api, echo_url, worker, second_worker):
+    from worker.tasks import train_run
+
+    env_id = register_echo(api, echo_url)
+    run_id = api.post("/api/runs/", run_config(env_id, max_steps=6), format="json").json()["id"]
+    wait_for(lambda: Run.objects.get(pk=run_id).status == "running", 120, "the run to start")
+    train_run.delay(run_id)  # the same task again, while the run is alive
+    run = wait_status(run_id, ("succeeded", "failed"), 300, worker)
+    assert (run.status, run.attempts) == ("succeeded", 1)
+    assert list(RunEvent.objects.filter(run_id=run_id, kind__in=["claimed", "taken_over"]).values_list("kind", flat=True)) == ["claimed"]
+    assert metric_steps(run_id, "reward") == [1, 2, 3, 4, 5, 6]
+    # The duplicate was delivered, waited for the live run, and then had nothing to do.
+    wait_for(lambda: "nothing to do" in worker.log_text() + second_worker.log_text(), 30, "the duplicate to finish")

@@ -1,0 +1,191 @@
+"""The offline demo-model builder, checked against TRL's own template and tool-call parser.
+
+Builds the small "test" variant once per session (~30-40 s on 2 CPU cores); nothing is
+mocked and nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+pytestmark: list[pytest.MarkDecorator] = []
+
+SAMPLES = 10
+SAMPLING_SEED = 1234
+
+
+@pytest.fixture(scope="session")
+def built_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    import torch
+
+    from worker.demo_model import build_demo_model
+
+    torch.set_num_threads(1)
+    messages: list[str] = []
+    output_dir = tmp_path_factory.mktemp("demo-models") / "echo"
+    returned = build_demo_model(output_dir, variant="test", seed=0, progress=messages.append)
+    assert returned == output_dir
+    return output_dir, messages
+
+
+def trl_template_text() -> str:
+    return (
+        resources.files("trl")
+        .joinpath("chat_templates/qwen3_instruct_2507.jinja")
+        .read_text(encoding="utf-8")
+    )
+
+
+def test_saved_folder_is_complete_and_nothing_is_left_behind(
+    built_model: tuple[Path, list[str]],
+) -> None:
+    from worker.demo_model import MANIFEST_NAME, is_built
+
+    path, messages = built_model
+    assert is_built(path)
+    names = {p.name for p in path.iterdir()}
+    assert {MANIFEST_NAME, "config.json", "model.safetensors", "tokenizer.json"} <= names
+    # The staging folder was renamed into place: no sibling leftovers.
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    assert any(m.startswith("step ") and " loss " in m for m in messages)
+
+
+def test_manifest_records_the_build(built_model: tuple[Path, list[str]]) -> None:
+    import hashlib
+
+    import torch
+    import transformers
+    import trl
+
+    path, _ = built_model
+    manifest = json.loads((path / "envlab_demo.json").read_text(encoding="utf-8"))
+    assert manifest["variant"] == "test"
+    assert manifest["seed"] == 0
+    assert manifest["versions"]["torch"] == torch.__version__
+    assert manifest["versions"]["transformers"] == transformers.__version__
+    assert manifest["versions"]["trl"] == trl.__version__
+    assert (
+        manifest["chat_template_sha256"]
+        == hashlib.sha256(trl_template_text().encode("utf-8")).hexdigest()
+    )
+    assert manifest["build_seconds"] > 0
+    assert set(manifest["tool_calls"]) == {"greedy", "temperature_1"}
+    assert 0.0 <= manifest["tool_calls"]["temperature_1"]["tool_call_rate"] <= 1.0
+
+
+def test_chat_template_is_trls_file_byte_for_byte(built_model: tuple[Path, list[str]]) -> None:
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import add_response_schema, qwen3_template
+
+    path, _ = built_model
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    assert tokenizer.chat_template == trl_template_text()
+    # TRL matches templates by exact text; this is the lookup GRPOTrainer does for tools.
+    assert add_response_schema(tokenizer).response_template == qwen3_template
+    assert tokenizer.eos_token == "<|im_end|>"
+    assert tokenizer.pad_token == "<|endoftext|>"
+
+
+def test_sampled_completions_parse_as_echo_calls_with_trls_parser(
+    built_model: tuple[Path, list[str]],
+) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl.chat_template_utils import add_response_schema, parse_response
+
+    from worker.demo_model import echo
+
+    path, _ = built_model
+    tokenizer = add_response_schema(AutoTokenizer.from_pretrained(path, local_files_only=True))
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True).eval()
+    prompt_ids = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Echo 'green river'."}],
+        tools=[echo],
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=True,
+    )["input_ids"]
+    prompt = torch.tensor([prompt_ids] * SAMPLES)
+    torch.manual_seed(SAMPLING_SEED)
+    with torch.no_grad():
+        output = model.generate(
+            input_ids=prompt,
+            attention_mask=torch.ones_like(prompt),
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            max_new_tokens=48,
+        )
+
+    parsed = []
+    for row in output[:, prompt.shape[1] :].tolist():
+        if tokenizer.eos_token_id in row:
+            row = row[: row.index(tokenizer.eos_token_id) + 1]
+        # As GRPOTrainer._generate does: prompt ids as prefix, the tools as schema.
+        parsed.append(parse_response(tokenizer, row, prefix=list(prompt_ids), tools=[echo]))
+    calls = [
+        message["tool_calls"][0]["function"] for message in parsed if message.get("tool_calls")
+    ]
+    echo_calls = [
+        call
+        for call in calls
+        if call["name"] == "echo" and isinstance(call["arguments"].get("message"), str)
+    ]
+    assert len(echo_calls) >= SAMPLES // 2, parsed
+
+
+def test_echo_tool_schema_matches_an_environment_method() -> None:
+    """TRL renders environment_factory methods with transformers' get_json_schema; a
+    method with the same name, signature and docstring renders the same tool block."""
+    from transformers.utils import get_json_schema
+
+    from worker.demo_model import echo
+    from worker.demo_model.conversations import ECHO_TOOL_DOCSTRING
+
+    class EchoEnvironment:
+        def reset(self, **row: object) -> None:
+            return None
+
+        def echo(self, message: str) -> str:
+            return message
+
+    EchoEnvironment.echo.__doc__ = ECHO_TOOL_DOCSTRING
+    assert get_json_schema(EchoEnvironment().echo) == get_json_schema(echo)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("demo:echo", "echo"), ("echo", "echo"), ("demo:echo-2", "echo-2")],
+)
+def test_demo_model_path_maps_names_to_folders(name: str, expected: str, tmp_path: Path) -> None:
+    from worker.demo_model import demo_model_path
+
+    assert demo_model_path(name, tmp_path) == tmp_path / expected
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["demo:", "demo:Echo", "demo:../x", "demo:a/b", "demo:-x", "demo:x_y", "demo:" + "a" * 65],
+)
+def test_demo_model_path_rejects_bad_names(name: str, tmp_path: Path) -> None:
+    from worker.demo_model import demo_model_path
+
+    with pytest.raises(ValueError, match="lowercase letters, digits or dashes"):
+        demo_model_path(name, tmp_path)
+
+
+def test_is_built_is_false_without_a_manifest(tmp_path: Path) -> None:
+    from worker.demo_model import is_built
+
+    (tmp_path / "config.json").write_text("{}", encoding="utf-8")
+    assert not is_built(tmp_path)
+    assert not is_built(tmp_path / "missing")

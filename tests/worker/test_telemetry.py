@@ -1,0 +1,96 @@
+"""The telemetry sink against the real database and the real Redis channel layer."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from webapp.runs.live import run_group
+from webapp.runs.models import MetricPoint, Rollout, Run
+from webapp.runs.services import run_claim
+from worker.telemetry import TelemetrySink
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def claimed_run(owner):
+    run = Run.objects.create(owner=owner, name="r", config={}, model="demo:echo", max_steps=10)
+    run_claim(run_id=run.pk, lease_owner="lease-a", worker_name="w")
+    return run
+
+
+def _listen(run_id: int):
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(run_group(run_id), channel)
+    return layer, channel
+
+
+def _receive_all(layer, channel, count: int) -> list[dict]:
+    return [async_to_sync(layer.receive)(channel)["payload"] for _ in range(count)]
+
+
+def test_events_are_stored_in_order_then_announced(claimed_run):
+    layer, channel = _listen(claimed_run.pk)
+    sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.2)
+    sink.metrics(1, {"reward": 0.5, "loss": 1.25, "bad": float("nan"), "text": "x"})
+    sink.rollouts([{"step": 1, "env": "echo", "messages": [{"role": "assistant", "content": "<b>hi</b>"}],
+                    "rewards": {"env_reward": 1.0}, "reward": 1.0, "advantage": 0.5}])
+    sink.step_done(1)
+    sink.metrics(2, {"reward": 0.75})
+    sink.checkpoint(2)
+    assert sink.close(timeout=10) is True
+
+    rows = list(MetricPoint.objects.filter(run=claimed_run).order_by("seq", "key").values_list("seq", "step", "key", "value"))
+    assert rows[0][1:] == (1, "loss", 1.25)
+    assert [r[1:] for r in rows] == [(1, "loss", 1.25), (1, "reward", 0.5), (2, "reward", 0.75)]
+    rollout = Rollout.objects.get(run=claimed_run)
+    assert (rollout.step, rollout.env, rollout.rewards, rollout.reward, rollout.advantage) == (
+        1, "echo", {"env_reward": 1.0}, 1.0, 0.5
+    )
+    assert rollout.messages == [{"role": "assistant", "content": "<b>hi</b>"}]
+    claimed_run.refresh_from_db()
+    assert (claimed_run.last_seq, claimed_run.step, claimed_run.checkpoint_step) == (3, 2, 2)
+    seqs = sorted({r[0] for r in rows} | {rollout.seq})
+    assert seqs == [1, 2, 3]
+
+    notes = _receive_all(layer, channel, 3)
+    notes.sort(key=lambda n: n["seq"])
+    assert notes[0] == {"type": "metrics", "seq": 1, "step": 1, "values": {"reward": 0.5, "loss": 1.25}}
+    assert notes[1] == {"type": "rollouts", "seq": 2, "first_seq": 2, "count": 1, "step": 1}
+    assert rollout.seq == 2
+    assert notes[2] == {"type": "metrics", "seq": 3, "step": 2, "values": {"reward": 0.75}}
+
+
+def test_a_failing_database_write_is_retried_without_losing_events(claimed_run, monkeypatch):
+    # Simulated outage: the first two writes raise as a lost database connection would.
+    import webapp.runs.telemetry as telemetry
+
+    real = telemetry.telemetry_record
+    failures = {"left": 2}
+
+    def flaky(**kwargs):
+        if failures["left"]:
+            failures["left"] -= 1
+            raise ConnectionError("database went away")
+        return real(**kwargs)
+
+    monkeypatch.setattr(telemetry, "telemetry_record", flaky)
+    sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.1, publish=False)
+    for step in range(1, 6):
+        sink.metrics(step, {"reward": step / 10})
+    assert sink.close(timeout=20) is True
+    assert sink.stats["db_errors"] == 2
+    steps = list(MetricPoint.objects.filter(run=claimed_run, key="reward").order_by("step").values_list("step", flat=True))
+    assert steps == [1, 2, 3, 4, 5]
+
+
+def test_cancel_and_lost_lease_reach_the_training_loop(claimed_run):
+    sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.1, publish=False)
+    Run.objects.filter(pk=claimed_run.pk).update(cancel_requested=True)
+    assert sink.cancel_requested.wait(5)
+    Run.objects.filter(pk=claimed_run.pk).update(lease_owner="someone-else")
+    assert sink.lease_lost.wait(5)
+    sink.close(timeout=5)

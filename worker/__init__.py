@@ -1,0 +1,1 @@
+"""Celery worker side of envlab: tasks, the training runner, adapters, telemetry."""

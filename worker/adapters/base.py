@@ -1,0 +1,89 @@
+"""Shared parts of OpenEnv adapters: a fresh client per episode, lost-episode detection.
+
+TRL turns every public method of an adapter, other than `reset`, into a tool: helpers
+here stay private (a leading underscore).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar
+
+log = logging.getLogger(__name__)
+
+
+class EpisodeLost(RuntimeError):
+    """The server no longer holds this episode (it restarted): the rollout is unscored."""
+
+
+class OpenEnvAdapter:
+    base_url: ClassVar[str] = ""
+    env_name: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        self._client: Any = None
+        self._episode_id: str | None = None
+        self._steps = 0
+        self.reward: float = 0.0
+        self.lost = False
+        self.done = False
+        self.tool_calls = 0
+        self.tool_failures = 0
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def _open_client(self) -> Any:
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception as exc:  # a dead server cannot be closed politely
+                log.debug("closing %s client failed: %s", self.env_name, exc)
+
+    def _start(self, **reset_kwargs: Any) -> Any:
+        """Close the previous episode's client, open a fresh one and reset it."""
+        self._close()
+        self.reward = 0.0
+        self.lost = False
+        self.done = False
+        self.tool_calls = 0
+        self.tool_failures = 0
+        self._steps = 0
+        self._client = self._open_client()
+        self._client.connect()
+        result = self._client.reset(**reset_kwargs)
+        self._episode_id = (result.observation.metadata or {}).get("episode_id")
+        return result
+
+    def _step(self, action: Any) -> Any:
+        if self.lost:
+            raise EpisodeLost("The episode was lost when the environment restarted; this rollout is unscored.")
+        if self.done:
+            raise RuntimeError("Game over.")
+        self.tool_calls += 1
+        try:
+            result = self._client.step(action)
+        except Exception:
+            self.tool_failures += 1
+            raise
+        metadata = result.observation.metadata or {}
+        self._steps += 1
+        episode = metadata.get("episode_id")
+        step_count = metadata.get("step_count")
+        if (self._episode_id and episode != self._episode_id) or (
+            isinstance(step_count, int) and step_count != self._steps
+        ):
+            self.lost = True
+            self.tool_failures += 1
+            log.warning("%s: episode %s lost (server answered for %s)", self.env_name, self._episode_id, episode)
+            raise EpisodeLost("The episode was lost when the environment restarted; this rollout is unscored.")
+        if result.reward is not None:
+            self.reward = max(self.reward, float(result.reward))
+        self.done = bool(result.done)
+        return result
+
+    def __del__(self) -> None:
+        self._close()

@@ -1,0 +1,149 @@
+"""Build a demo model end to end and publish it atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .paths import MANIFEST_NAME
+from .tokenizer import TEMPLATE_RESOURCE, chat_template_sha256, train_tokenizer
+from .training import RECIPES, encode_examples, new_model, supervised_warmup
+
+MANIFEST_FORMAT = 1
+MAX_THREADS = 2
+
+
+def build_demo_model(
+    output_dir: Path,
+    *,
+    variant: str = "demo",
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """Build a tiny Qwen3 tool-calling model offline and save it to `output_dir`.
+
+    The folder holds the model, the tokenizer (with TRL's Qwen3-Instruct-2507 chat
+    template) and `envlab_demo.json`. It is assembled in a sibling temporary folder and
+    renamed into place, so `output_dir` is never half-written; an existing build there is
+    replaced. Returns `output_dir`.
+    """
+    if variant not in RECIPES:
+        raise ValueError(f"unknown variant {variant!r}: use one of {sorted(RECIPES)}")
+    report = progress or (lambda message: None)
+    output_dir = Path(output_dir)
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.building-", dir=output_dir.parent))
+    try:
+        with _limited_threads(MAX_THREADS), torch.random.fork_rng(devices=[]):
+            details = _build_into(staging, variant=variant, seed=seed, report=report)
+        manifest = {
+            "format": MANIFEST_FORMAT,
+            "variant": variant,
+            "seed": seed,
+            "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "build_seconds": round(time.monotonic() - started, 1),
+            "versions": {name: metadata.version(name) for name in _VERSIONED},
+            "chat_template": "/".join(TEMPLATE_RESOURCE),
+            "chat_template_sha256": chat_template_sha256(),
+            **details,
+        }
+        # Written last: its presence is what `is_built` checks.
+        (staging / MANIFEST_NAME).write_text(
+            json.dumps(manifest, indent=2) + "\n", encoding="utf-8"
+        )
+        _publish(staging, output_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    report(f"saved {variant} model to {output_dir} in {manifest['build_seconds']:.0f}s")
+    return output_dir
+
+
+_VERSIONED = ("torch", "transformers", "trl", "tokenizers")
+
+
+def _build_into(
+    staging: Path, *, variant: str, seed: int, report: Callable[[str], None]
+) -> dict[str, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .evaluation import measure_tool_calls
+
+    recipe = RECIPES[variant]
+    torch.manual_seed(seed)
+    report("training the tokenizer")
+    tokenizer = train_tokenizer(vocab_size=recipe.vocab_size, seed=seed)
+    model = new_model(recipe, tokenizer)
+    parameters = sum(p.numel() for p in model.parameters())
+    report(
+        f"model: Qwen3, {recipe.num_layers} layers, {parameters:,} parameters, vocab {len(tokenizer)}"
+    )
+    report(f"rendering {recipe.train_examples} echo conversations")
+    examples = encode_examples(tokenizer, count=recipe.train_examples, rng=random.Random(seed + 1))
+    sft = supervised_warmup(
+        model, examples, recipe, pad_id=tokenizer.pad_token_id, seed=seed, progress=report
+    )
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+
+    # Measure what was saved, as a trainer will load it.
+    report(f"measuring tool calls on {recipe.eval_samples} fresh requests")
+    saved_tokenizer = AutoTokenizer.from_pretrained(staging, local_files_only=True)
+    saved_model = AutoModelForCausalLM.from_pretrained(staging, local_files_only=True)
+    saved_model.eval()
+    rates = {
+        label: measure_tool_calls(
+            saved_model,
+            saved_tokenizer,
+            samples=recipe.eval_samples,
+            temperature=temperature,
+            seed=seed,
+        ).as_dict()
+        for label, temperature in (("greedy", None), ("temperature_1", 1.0))
+    }
+    for label, rate in rates.items():
+        report(
+            f"{label}: tool call {rate['tool_call_rate']:.0%}, "
+            f"correct phrase {rate['correct_phrase_rate']:.0%}"
+        )
+    return {
+        "parameters": parameters,
+        "vocab_size": len(tokenizer),
+        "sft": {"examples": recipe.train_examples, "batch_size": recipe.batch_size, **sft},
+        "tool_calls": rates,
+    }
+
+
+def _publish(staging: Path, output_dir: Path) -> None:
+    """Rename `staging` to `output_dir`. A previous build is first renamed aside and
+    removed after, so readers see the old model or the new one, never a mixture."""
+    if not output_dir.exists():
+        os.replace(staging, output_dir)
+        return
+    retired = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.old-", dir=output_dir.parent))
+    os.replace(output_dir, retired / output_dir.name)
+    os.replace(staging, output_dir)
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+@contextmanager
+def _limited_threads(limit: int):  # type: ignore[no-untyped-def]
+    previous = torch.get_num_threads()
+    torch.set_num_threads(max(1, min(limit, previous)))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

@@ -1,0 +1,283 @@
+"""The tiny Qwen3 model and its supervised warm-up on echo-tool conversations."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+from .conversations import echo, echo_conversation, random_phrase
+
+IGNORE_INDEX = -100
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that differs between the `test` and `demo` variants."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    head_dim: int
+    qk_norm_init: float
+    init_std: float
+    train_examples: int
+    max_steps: int
+    cooldown_steps: int
+    converged_loss: float
+    batch_size: int
+    learning_rate: float
+    warmup_steps: int
+    eval_samples: int
+
+
+RECIPES: dict[str, Recipe] = {
+    "demo": Recipe(
+        vocab_size=1024,
+        hidden_size=64,
+        intermediate_size=256,
+        num_layers=2,
+        num_heads=4,
+        head_dim=32,
+        qk_norm_init=1.0,
+        init_std=0.02,
+        train_examples=3000,
+        max_steps=2500,
+        cooldown_steps=300,
+        converged_loss=0.05,
+        batch_size=16,
+        learning_rate=3e-3,
+        warmup_steps=50,
+        eval_samples=32,
+    ),
+    "test": Recipe(
+        vocab_size=1024,
+        hidden_size=64,
+        intermediate_size=256,
+        num_layers=2,
+        num_heads=4,
+        head_dim=32,
+        qk_norm_init=1.0,
+        init_std=0.02,
+        train_examples=600,
+        max_steps=300,
+        cooldown_steps=100,
+        converged_loss=0.05,
+        batch_size=16,
+        learning_rate=3e-3,
+        warmup_steps=20,
+        eval_samples=16,
+    ),
+}
+
+
+def new_model(recipe: Recipe, tokenizer: PreTrainedTokenizerFast) -> Qwen3ForCausalLM:
+    config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=recipe.hidden_size,
+        intermediate_size=recipe.intermediate_size,
+        num_hidden_layers=recipe.num_layers,
+        num_attention_heads=recipe.num_heads,
+        num_key_value_heads=recipe.num_heads,
+        # Qwen3Config defaults head_dim to 128 whatever the hidden size.
+        head_dim=recipe.head_dim,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        initializer_range=recipe.init_std,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = Qwen3ForCausalLM(config)
+    # Qwen3 RMS-normalises queries and keys per head, which caps attention logits near
+    # sqrt(head_dim) x (norm weight)^2. Copying a phrase needs sharp attention; starting
+    # the norm weights above 1 spares the optimiser a long plateau growing them.
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.q_norm.weight.fill_(recipe.qk_norm_init)
+            layer.self_attn.k_norm.weight.fill_(recipe.qk_norm_init)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.bos_token_id = None
+    return model
+
+
+@dataclass(frozen=True)
+class Example:
+    input_ids: list[int]
+    labels: list[int]
+
+
+def encode_examples(
+    tokenizer: PreTrainedTokenizerFast, *, count: int, rng: random.Random
+) -> list[Example]:
+    """Render echo conversations exactly as TRL renders prompts (same template, same tool
+    schema from `tools=[echo]`); labels keep the assistant turns only.
+
+    The mask comes from TRL's training twin of the template, which differs from the
+    original only by `{% generation %}` markers, so the token ids are the same."""
+    from trl.chat_template_utils import get_training_chat_template
+
+    training_template = get_training_chat_template(tokenizer)
+    if training_template is None:
+        raise RuntimeError("TRL has no training template for the demo chat template")
+    examples = []
+    for _ in range(count):
+        rendered = tokenizer.apply_chat_template(
+            echo_conversation(random_phrase(rng)),
+            tools=[echo],
+            chat_template=training_template,
+            tokenize=True,
+            return_dict=True,
+            return_assistant_tokens_mask=True,
+        )
+        ids: list[int] = list(rendered["input_ids"])
+        mask: list[int] = list(rendered["assistant_masks"])
+        labels = [t if m else IGNORE_INDEX for t, m in zip(ids, mask, strict=True)]
+        examples.append(Example(input_ids=ids, labels=labels))
+    return examples
+
+
+def _collate(batch: list[Example], pad_id: int) -> dict[str, torch.Tensor]:
+    width = max(len(e.input_ids) for e in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(batch), width), IGNORE_INDEX, dtype=torch.long)
+    attention = torch.zeros((len(batch), width), dtype=torch.long)
+    for row, example in enumerate(batch):
+        n = len(example.input_ids)
+        ids[row, :n] = torch.tensor(example.input_ids)
+        labels[row, :n] = torch.tensor(example.labels)
+        attention[row, :n] = 1
+    return {"input_ids": ids, "labels": labels, "attention_mask": attention}
+
+
+def shared_prefix(examples: list[Example]) -> list[int]:
+    """The leading tokens every example has in common (the tool prompt), unlabelled."""
+    first = examples[0].input_ids
+    length = 0
+    while length < len(first) - 1 and all(
+        len(e.input_ids) > length + 1 and e.input_ids[length] == first[length] for e in examples
+    ):
+        length += 1
+    # The last prefix position predicts the first suffix token: keep it out of the loss.
+    if any(label != IGNORE_INDEX for e in examples for label in e.labels[: length + 1]):
+        raise RuntimeError("the shared prompt prefix overlaps the assistant turns")
+    return first[:length]
+
+
+def _assistant_loss(
+    model: Qwen3ForCausalLM, prefix: torch.Tensor, batch: dict[str, torch.Tensor]
+) -> torch.Tensor:
+    """Next-token loss on labelled positions only.
+
+    The tool prompt is the same for every example, so it runs once per step and its keys
+    and values are repeated across the batch (gradients flow through them); the LM head
+    runs only on labelled positions. Same loss and gradients as a full forward, at about
+    half the cost."""
+    rows, width = batch["input_ids"].shape
+    cache = DynamicCache(config=model.config)
+    model.model(input_ids=prefix[None], past_key_values=cache, use_cache=True)
+    cache.batch_repeat_interleave(rows)
+    hidden = model.model(
+        input_ids=batch["input_ids"],
+        attention_mask=torch.cat(
+            [torch.ones(rows, len(prefix), dtype=torch.long), batch["attention_mask"]], dim=1
+        ),
+        position_ids=torch.arange(len(prefix), len(prefix) + width).expand(rows, width),
+        past_key_values=cache,
+        use_cache=True,
+    ).last_hidden_state
+    targets = batch["labels"][:, 1:]
+    keep = targets != IGNORE_INDEX
+    logits = model.lm_head(hidden[:, :-1][keep])
+    return torch.nn.functional.cross_entropy(logits, targets[keep])
+
+
+class _Schedule:
+    """Linear warm-up, then a constant rate until the running loss shows the model copies
+    phrases (`converged_loss`), then a linear cool-down over `cooldown_steps`.
+
+    Copying is learned in a sudden drop after a plateau whose length varies with the seed
+    (an induction-head phase change); a fixed decay would often cool down before it."""
+
+    def __init__(self, recipe: Recipe) -> None:
+        self.recipe = recipe
+        self.end = recipe.max_steps
+        self.cooldown_from = recipe.max_steps - recipe.cooldown_steps
+        self.converged_at: int | None = None
+
+    def observe(self, step: int, running_loss: float) -> None:
+        if self.converged_at is None and running_loss < self.recipe.converged_loss:
+            self.converged_at = step
+            if step < self.cooldown_from:
+                self.cooldown_from = step
+                self.end = step + self.recipe.cooldown_steps
+
+    def rate(self, step: int) -> float:
+        r = self.recipe
+        if step < r.warmup_steps:
+            return r.learning_rate * (step + 1) / r.warmup_steps
+        if step < self.cooldown_from:
+            return r.learning_rate
+        left = (self.end - step) / max(1, self.end - self.cooldown_from)
+        return r.learning_rate * (0.05 + 0.95 * left)
+
+
+def supervised_warmup(
+    model: Qwen3ForCausalLM,
+    examples: list[Example],
+    recipe: Recipe,
+    *,
+    pad_id: int,
+    seed: int,
+    progress: Callable[[str], None],
+) -> dict[str, float | int | None]:
+    """Plain AdamW on the assistant tokens. Returns the steps run, the step at which the
+    loss showed copying (None if never) and the mean loss of the last 20 steps."""
+    rng = random.Random(seed)
+    prefix_ids = shared_prefix(examples)
+    prefix = torch.tensor(prefix_ids)
+    examples = [
+        Example(e.input_ids[len(prefix_ids) :], e.labels[len(prefix_ids) :]) for e in examples
+    ]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate, weight_decay=0.0)
+    schedule = _Schedule(recipe)
+    model.train()
+    order: list[int] = []
+    recent: list[float] = []
+    report_every = max(1, recipe.max_steps // 25)
+    started = time.monotonic()
+    step = 0
+    while step < schedule.end:
+        if len(order) < recipe.batch_size:
+            order = list(range(len(examples)))
+            rng.shuffle(order)
+        batch = [examples[order.pop()] for _ in range(recipe.batch_size)]
+        for group in optimizer.param_groups:
+            group["lr"] = schedule.rate(step)
+        loss = _assistant_loss(model, prefix, _collate(batch, pad_id))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        recent = (recent + [loss.item()])[-20:]
+        step += 1
+        if len(recent) == 20:
+            schedule.observe(step, sum(recent) / 20)
+        if step % report_every == 0 or step == schedule.end:
+            progress(
+                f"step {step}/{schedule.end} loss {sum(recent) / len(recent):.4f} "
+                f"({time.monotonic() - started:.0f}s)"
+            )
+    model.eval()
+    return {
+        "steps": step,
+        "converged_at_step": schedule.converged_at,
+        "final_loss": round(sum(recent) / len(recent), 4),
+    }

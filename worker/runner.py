@@ -1,0 +1,248 @@
+"""Training one run: GRPOTrainer with environment_factory, telemetry, cooperative stop,
+resume from the last recorded checkpoint. Imported only inside the Celery task."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+import torch  # noqa: E402
+from django.conf import settings  # noqa: E402
+from transformers import TrainerCallback  # noqa: E402
+from transformers.trainer_callback import PrinterCallback  # noqa: E402
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+
+from webapp.catalog.models import Environment  # noqa: E402
+from webapp.runs.config import RunConfig  # noqa: E402
+from webapp.runs.models import Run  # noqa: E402
+from webapp.runs.services import model_path, run_finish, run_rewind  # noqa: E402
+from worker.adapters import adapter_class  # noqa: E402
+from worker.datasets import episode_rows  # noqa: E402
+from worker.rewards import compile_rewards  # noqa: E402
+from worker.telemetry import TelemetrySink  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+
+class CapturingGRPOTrainer(GRPOTrainer):
+    """Hands every scored rollout of a generation batch to the telemetry sink.
+
+    Reads TRL's private rolling buffers right after scoring (trl 1.16; pinned in
+    pyproject and covered by the end-to-end test): the newest len(inputs) entries are
+    exactly this batch.
+    """
+
+    envlab_sink: TelemetrySink | None = None
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        output = super()._generate_and_score_completions(inputs)
+        sink = self.envlab_sink
+        if sink is not None:
+            try:
+                sink.rollouts(self._envlab_rollouts(len(inputs)))
+            except Exception:  # telemetry must never break training
+                log.exception("rollout capture failed")
+        return output
+
+    def _envlab_rollouts(self, n: int) -> list[dict[str, Any]]:
+        logs = self._logs
+        prompts = list(logs["prompt"])[-n:]
+        completions = list(logs["completion"])[-n:]
+        advantages = list(logs["advantages"])[-n:]
+        rewards = {name: list(values)[-n:] for name, values in logs["rewards"].items()}
+        environments = list(self.environments or [])[-n:]
+        weights = self.reward_weights.tolist()
+        step = self.state.global_step + 1
+        rows = []
+        for i in range(len(prompts)):
+            env = environments[i] if i < len(environments) else None
+            per_term = {name: _finite(values[i]) for name, values in rewards.items()}
+            scored = [(w, v) for w, v in zip(weights, per_term.values(), strict=False) if v is not None]
+            rows.append({
+                "step": step,
+                "env": getattr(env, "env_name", ""),
+                "prompt": _jsonable(prompts[i]),
+                "messages": _jsonable(completions[i]),
+                "rewards": per_term,
+                "reward": sum(w * v for w, v in scored) if scored else None,
+                "advantage": _finite(advantages[i]) if i < len(advantages) else None,
+                "lost": bool(getattr(env, "lost", False)),
+            })
+        return rows
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if value == value and abs(value) != float("inf") else None
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+class TelemetryCallback(TrainerCallback):
+    """Metrics at every log; cooperative stop at step end; checkpoints recorded in order."""
+
+    def __init__(self, sink: TelemetrySink) -> None:
+        self.sink = sink
+        self.stop_reason: str | None = None
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
+        if logs:
+            self.sink.metrics(state.global_step, logs)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        self.sink.step_done(state.global_step)
+        if self.sink.lease_lost.is_set():
+            self.stop_reason = "lease_lost"
+            control.should_training_stop = True
+        elif self.sink.cancel_requested.is_set():
+            self.stop_reason = "cancelled"
+            control.should_save = True
+            control.should_training_stop = True
+
+    def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        self.sink.checkpoint(state.global_step)
+
+
+def _checkpoint_dir(output_dir: Path, step: int | None) -> Path | None:
+    if not step:
+        return None
+    path = output_dir / f"checkpoint-{step}"
+    return path if (path / "trainer_state.json").is_file() else None
+
+
+def _prune_checkpoints(output_dir: Path, keep_step: int | None) -> None:
+    """Drop checkpoints newer than the recorded one: they belong to a lost timeline."""
+    for path in output_dir.glob("checkpoint-*"):
+        try:
+            step = int(path.name.split("-", 1)[1])
+        except ValueError:
+            continue
+        if keep_step is None or step > keep_step:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def build_trainer(run: Run, config: RunConfig, sink: TelemetrySink | None, output_dir: Path) -> CapturingGRPOTrainer:
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    local = model_path(config.model)
+    source = str(local) if local is not None else config.model
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32 if config.device == "cpu" else "auto")
+    if len(config.environments) != 1:
+        raise ValueError("one environment per run for now")
+    item = config.environments[0]
+    environment = Environment.objects.get(pk=item.environment)
+    factory = adapter_class(
+        metadata_name=environment.metadata.get("name", ""), base_url=environment.base_url, env_name=item.name
+    )
+    reward_funcs, weights = compile_rewards(config.rewards)
+    grpo = config.grpo
+    args = GRPOConfig(
+        output_dir=str(output_dir),
+        max_steps=grpo.max_steps,
+        learning_rate=grpo.learning_rate,
+        per_device_train_batch_size=grpo.per_device_train_batch_size,
+        gradient_accumulation_steps=grpo.gradient_accumulation_steps,
+        num_generations=grpo.num_generations,
+        max_completion_length=grpo.max_completion_length,
+        max_tool_calling_iterations=grpo.max_tool_calling_iterations,
+        beta=grpo.beta,
+        temperature=grpo.temperature,
+        seed=grpo.seed,
+        chat_template_kwargs=grpo.chat_template_kwargs,
+        reward_weights=weights,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=grpo.save_steps,
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=config.device == "cpu",
+        bf16=False,
+        gradient_checkpointing=False,
+        use_vllm=config.generation.backend == "vllm",
+        **({"vllm_mode": config.generation.vllm_mode} if config.generation.backend == "vllm" else {}),
+        **(
+            {"vllm_server_base_url": config.generation.vllm_server_base_url}
+            if config.generation.vllm_server_base_url
+            else {}
+        ),
+        dataloader_num_workers=0,
+    )
+    trainer = CapturingGRPOTrainer(
+        model=model,
+        args=args,
+        processing_class=tokenizer,
+        reward_funcs=reward_funcs,
+        train_dataset=Dataset.from_list(episode_rows(config)),
+        environment_factory=factory,
+    )
+    trainer.envlab_sink = sink
+    # With tqdm off, transformers prints every log dict to stdout; the database has them.
+    trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
+    torch.set_num_threads(int(os.environ.get("ENVLAB_TORCH_THREADS", "1")))
+    run = Run.objects.get(pk=run_id)
+    config = RunConfig.model_validate(run.config)
+    output_dir = Path(settings.RUNS_DIR) / str(run.pk)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    resume_from = _checkpoint_dir(output_dir, run.checkpoint_step)
+    start_step = run.checkpoint_step or 0 if resume_from else 0
+    _prune_checkpoints(output_dir, start_step or None)
+    if not run_rewind(run_id=run.pk, lease_owner=lease_owner, to_step=start_step):
+        return "lease_lost"
+    sink = TelemetrySink(run_id=run.pk, lease_owner=lease_owner, heartbeat_seconds=settings.ENVLAB_HEARTBEAT_SECONDS)
+    sink.step_done(start_step)
+    callback = TelemetryCallback(sink)
+    status, error = Run.Status.SUCCEEDED, ""
+    train_seconds = None
+    try:
+        trainer = build_trainer(run, config, sink, output_dir)
+        trainer.add_callback(callback)
+        started = time.perf_counter()
+        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+        train_seconds = time.perf_counter() - started
+        if callback.stop_reason == "cancelled":
+            status = Run.Status.CANCELLED
+    except Exception as exc:
+        log.exception("run %s failed", run_id)
+        status, error = Run.Status.FAILED, _error_message(exc)
+    finally:
+        flushed = sink.close(timeout=60)
+        if not flushed:
+            log.error("run %s: telemetry not fully written before the end", run_id)
+    if callback.stop_reason == "lease_lost":
+        return "lease_lost"
+    step = sink.step
+    run_finish(
+        run_id=run_id, lease_owner=lease_owner, status=status, error=error, step=step,
+        data={"train_seconds": train_seconds, "telemetry": sink.stats},
+    )
+    return status
+
+
+def _error_message(exc: BaseException) -> str:
+    tail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return tail[:4000]

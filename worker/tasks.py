@@ -1,0 +1,60 @@
+"""Celery tasks: thin, idempotent, taking ids. Training code is imported inside the task."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+
+import django
+from celery import shared_task
+
+log = logging.getLogger(__name__)
+
+
+def _setup_django() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings.local")
+    django.setup()
+
+
+@shared_task(name="worker.tasks.train_run", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def train_run(run_id: int) -> str:
+    """Claim the run's lease and train it; a duplicate delivery waits and then does nothing.
+
+    While another live worker holds the lease we poll: if its heartbeat goes stale (that
+    worker died) the claim takes the run over and continues from its last checkpoint; if
+    the run ends meanwhile there is nothing left to do.
+    """
+    _setup_django()
+    from django.conf import settings
+
+    from webapp.runs.services import new_lease_owner, run_claim
+
+    lease_owner = new_lease_owner()
+    worker_name = f"{socket.gethostname()}:{os.getpid()}"
+    while True:
+        claim = run_claim(run_id=run_id, lease_owner=lease_owner, worker_name=worker_name)
+        if claim.outcome == "done":
+            log.info("run %s: nothing to do (%s)", run_id, claim.run.status if claim.run else "missing")
+            return "done"
+        if claim.outcome == "claimed":
+            break
+        time.sleep(settings.ENVLAB_HEARTBEAT_SECONDS)
+
+    from worker.celery_app import CURRENT_RUN
+    from worker.runner import train  # torch, transformers, trl load here, in the child
+
+    CURRENT_RUN["id"] = run_id
+    try:
+        return train(run_id=run_id, lease_owner=lease_owner, worker_name=worker_name)
+    finally:
+        CURRENT_RUN["id"] = None
+
+
+@shared_task(name="worker.tasks.sweep_stale_runs", ignore_result=True)
+def sweep_stale_runs() -> int:
+    _setup_django()
+    from webapp.runs.services import run_mark_stale_interrupted
+
+    return run_mark_stale_interrupted()
