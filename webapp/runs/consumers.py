@@ -6,6 +6,8 @@ detect what it missed.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -14,8 +16,11 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from webapp.runs.live import run_group
 from webapp.runs.selectors import run_progress, runs_visible_to
 
+log = logging.getLogger(__name__)
+
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+CLOSE_TRY_AGAIN = 1013
 
 
 @database_sync_to_async
@@ -46,10 +51,26 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.group = run_group(run_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        if not await self._join(self.group):
+            # The page reconnects and catches up over REST once Redis answers again.
+            await self.close(code=CLOSE_TRY_AGAIN)
+            return
         # Re-read after joining so nothing published in between is missed.
         snapshot = await _snapshot(user, run_id) or snapshot
         await self.send_json(snapshot)
+
+    async def _join(self, group: str) -> bool:
+        """Join the run's group. After a Redis restart the layer's pooled connection fails
+        once before it reconnects: try a few times before giving up."""
+        for attempt in range(3):
+            try:
+                await self.channel_layer.group_add(group, self.channel_name)
+                return True
+            except Exception as exc:  # ConnectionError, TimeoutError from redis
+                log.warning("joining %s failed (attempt %d): %s", group, attempt + 1, exc)
+                await asyncio.sleep(0.2 * (attempt + 1))
+        self.group = None
+        return False
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         # The socket is one-way; anything the client sends is ignored, except a ping.
@@ -63,6 +84,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         if self.group:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            try:
+                await self.channel_layer.group_discard(self.group, self.channel_name)
+            except Exception as exc:  # Redis away: the membership expires on its own
+                log.warning("leaving %s failed: %s", self.group, exc)
 
 
