@@ -109,8 +109,9 @@ class TelemetrySink:
                 due_beat = time.monotonic() - last_beat >= self.heartbeat_seconds
                 if not self._pending.empty() or due_beat:
                     try:
-                        notes = self._write()
-                        last_beat = time.monotonic()
+                        notes = self._write(heartbeat=due_beat)
+                        if due_beat:
+                            last_beat = time.monotonic()
                         backoff = 0.0
                     except Exception as exc:  # database down or locked: keep the batch, retry
                         self.stats["db_errors"] += 1
@@ -142,7 +143,9 @@ class TelemetrySink:
             self._stop_deadline = time.monotonic() + 20.0
         return time.monotonic() > self._stop_deadline
 
-    def _write(self) -> list[dict[str, Any]]:
+    def _write(self, *, heartbeat: bool) -> list[dict[str, Any]]:
+        """Write what is pending; renew the lease (and read the cancel flag) only when due,
+        so a step costs one short transaction and the training thread keeps the GIL."""
         from webapp.runs.services import run_checkpointed, run_heartbeat
         from webapp.runs.telemetry import telemetry_record
 
@@ -153,12 +156,14 @@ class TelemetrySink:
         if batch.checkpoint is not None:
             run_checkpointed(run_id=self.run_id, lease_owner=self.lease_owner, step=batch.checkpoint)
         self._pending = _Batch()
+        self.stats["flushes"] += 1
+        if not heartbeat:
+            return notes
         ours, cancel = run_heartbeat(run_id=self.run_id, lease_owner=self.lease_owner, step=self.step or None)
         if not ours:
             self.lease_lost.set()
         if cancel:
             self.cancel_requested.set()
-        self.stats["flushes"] += 1
         return notes
 
     def _announce(self, notes: list[dict[str, Any]]) -> None:

@@ -27,7 +27,7 @@ def _rollout_steps(run_id: int) -> list[int]:
 
 def test_killed_training_process_is_taken_over_from_its_checkpoint(api, echo_url, worker):
     env_id = register_echo(api, echo_url)
-    run_id = api.post("/api/runs/", run_config(env_id, max_steps=10, save_steps=3), format="json").json()["id"]
+    run_id = api.post("/api/runs/", run_config(env_id, max_steps=16, save_steps=3), format="json").json()["id"]
     wait_for(lambda: (Run.objects.get(pk=run_id).checkpoint_step or 0) >= 3 and Run.objects.get(pk=run_id).step >= 4,
              240, "a checkpoint and a step past it")
     [child] = worker_child_pids(worker)
@@ -37,29 +37,29 @@ def test_killed_training_process_is_taken_over_from_its_checkpoint(api, echo_url
     assert (run.status, run.attempts) == ("succeeded", 2), run.error
     assert _events(run_id)[:3] == ["queued", "claimed", "started"]
     assert "taken_over" in _events(run_id)
-    assert metric_steps(run_id, "reward") == list(range(1, 11))
-    assert _rollout_steps(run_id) == list(range(1, 11))
-    assert Rollout.objects.filter(run_id=run_id).count() == 10 * 4
+    assert metric_steps(run_id, "reward") == list(range(1, 17))
+    assert _rollout_steps(run_id) == list(range(1, 17))
+    assert Rollout.objects.filter(run_id=run_id).count() == 16 * 4
 
 
 def test_cancel_stops_within_ten_seconds_with_a_checkpoint_and_resume_finishes(api, echo_url, worker):
     env_id = register_echo(api, echo_url)
-    run_id = api.post("/api/runs/", run_config(env_id, max_steps=12, save_steps=50), format="json").json()["id"]
+    run_id = api.post("/api/runs/", run_config(env_id, max_steps=30, save_steps=50), format="json").json()["id"]
     wait_for(lambda: Run.objects.get(pk=run_id).step >= 2, 240, "two steps")
     asked = time.monotonic()
     assert api.post(f"/api/runs/{run_id}/cancel/").status_code == 200
     run = wait_status(run_id, ("cancelled", "failed", "succeeded"), 10, worker)
     assert time.monotonic() - asked <= 10
     assert run.status == "cancelled"
-    assert run.checkpoint_step == run.step and run.step < 12
+    assert run.checkpoint_step == run.step and run.step < 30
     stopped_at = run.step
     assert metric_steps(run_id, "reward") == list(range(1, stopped_at + 1))
 
     assert api.post(f"/api/runs/{run_id}/resume/").status_code == 200
     run = wait_status(run_id, ("succeeded", "failed"), 300, worker)
     assert run.status == "succeeded", run.error
-    assert metric_steps(run_id, "reward") == list(range(1, 13))
-    assert _rollout_steps(run_id) == list(range(1, 13))
+    assert metric_steps(run_id, "reward") == list(range(1, 31))
+    assert _rollout_steps(run_id) == list(range(1, 31))
     assert "resumed" in _events(run_id)
 
 
@@ -67,7 +67,7 @@ def test_dead_worker_without_redelivery_is_marked_interrupted_then_resumed(api, 
     """The whole worker dies (main process and child): its message comes back only after the
     broker's visibility timeout, so the app marks the run interrupted; resume continues."""
     env_id = register_echo(api, echo_url)
-    run_id = api.post("/api/runs/", run_config(env_id, max_steps=8, save_steps=2), format="json").json()["id"]
+    run_id = api.post("/api/runs/", run_config(env_id, max_steps=16, save_steps=2), format="json").json()["id"]
     wait_for(lambda: (Run.objects.get(pk=run_id).checkpoint_step or 0) >= 2, 240, "a checkpoint")
     os.killpg(worker.process.pid, signal.SIGKILL)
     worker.process.wait(10)
@@ -83,8 +83,8 @@ def test_dead_worker_without_redelivery_is_marked_interrupted_then_resumed(api, 
     assert api.post(f"/api/runs/{run_id}/resume/").status_code == 200
     run = wait_status(run_id, ("succeeded", "failed"), 300, worker)
     assert run.status == "succeeded", run.error
-    assert metric_steps(run_id, "reward") == list(range(1, 9))
-    assert _rollout_steps(run_id) == list(range(1, 9))
+    assert metric_steps(run_id, "reward") == list(range(1, 17))
+    assert _rollout_steps(run_id) == list(range(1, 17))
     assert _events(run_id).count("interrupted") == 1
 
 

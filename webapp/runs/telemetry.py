@@ -7,6 +7,8 @@ import math
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
 
 from webapp.runs.models import MetricPoint, Rollout, Run
 
@@ -56,9 +58,7 @@ def telemetry_record(*, run_id: int, events: list[Event]) -> list[dict[str, Any]
         )
     if rollouts:
         Rollout.objects.bulk_create(rollouts)
-    if last_step:
-        Run.objects.filter(pk=run_id, step__lt=last_step).update(step=last_step)
-    Run.objects.filter(pk=run_id).update(last_seq=seq)
+    Run.objects.filter(pk=run_id).update(last_seq=seq, step=Greatest(F("step"), Value(last_step)))
     return notes
 
 

@@ -130,6 +130,11 @@ def _build_into(
 def _publish(staging: Path, output_dir: Path) -> None:
     """Rename `staging` to `output_dir`. A previous build is first renamed aside and
     removed after, so readers see the old model or the new one, never a mixture."""
+    # mkdtemp makes the folder private (0700) and some writers leave files 0600; the web
+    # process and workers may run as other users and must be able to read the model.
+    staging.chmod(0o755)
+    for path in staging.iterdir():
+        path.chmod(0o644)
     if not output_dir.exists():
         os.replace(staging, output_dir)
         return
