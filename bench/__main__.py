@@ -48,6 +48,9 @@ def render(results: dict[str, dict]) -> str:
             f"{'met' if over['pass'] else 'NOT met'}).",
             "",
         ]
+    notes = sorted({r["conditions"] for r in results.values() if r.get("conditions")})
+    if notes:
+        lines += ["## Conditions of the last run", "", *[f"- {n}" for n in notes], ""]
     return "\n".join(lines)
 
 

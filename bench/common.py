@@ -52,7 +52,9 @@ def machine() -> dict[str, Any]:
 def write_result(name: str, result: dict[str, Any]) -> Path:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     path = RESULTS_DIR / f"{name}.json"
-    path.write_text(json.dumps({**result, "machine": machine()}, indent=2, sort_keys=True) + "\n")
+    note = os.environ.get("ENVLAB_BENCH_NOTE", "")
+    payload = {**result, "machine": machine(), **({"conditions": note} if note else {})}
+    path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     return path
 
 

@@ -41,7 +41,7 @@ def _bare(run_id: int, out_dir: str) -> float:
     return time.perf_counter() - started
 
 
-def main(rounds: int = 2) -> dict[str, Any]:
+def main(rounds: int = 3) -> dict[str, Any]:
     from django.conf import settings
     from django.contrib.auth.models import User
     from django.db import transaction
