@@ -4,7 +4,6 @@ the real ASGI web server, real Redis; the fast "test" variant of the demo model.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -46,17 +45,6 @@ def web(django_db_setup, clean_redis) -> Iterator[str]:
     service = start_web(port)
     yield f"http://127.0.0.1:{port}"
     service.stop()
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
 
 
 @pytest.fixture
