@@ -189,3 +189,83 @@ def test_is_built_is_false_without_a_manifest(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{}", encoding="utf-8")
     assert not is_built(tmp_path)
     assert not is_built(tmp_path / "missing")
+
+
+def test_a_failed_build_leaves_nothing_behind(tmp_path: Path) -> None:
+    from worker.demo_model import build_demo_model
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupt_at_first_step(message: str) -> None:
+        if message.startswith("step "):
+            raise Interrupted
+
+    with pytest.raises(Interrupted):
+        build_demo_model(tmp_path / "echo", variant="test", progress=interrupt_at_first_step)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_publishing_replaces_a_previous_build_whole(tmp_path: Path) -> None:
+    from worker.demo_model.build import _publish
+
+    output_dir = tmp_path / "echo"
+    output_dir.mkdir()
+    (output_dir / "old-only.bin").write_text("old", encoding="utf-8")
+    staging = tmp_path / ".echo.building-x"
+    staging.mkdir(mode=0o700)
+    (staging / "envlab_demo.json").write_text("{}", encoding="utf-8")
+
+    _publish(staging, output_dir)
+
+    assert [p.name for p in tmp_path.iterdir()] == ["echo"]
+    assert [p.name for p in output_dir.iterdir()] == ["envlab_demo.json"]
+    assert output_dir.stat().st_mode & 0o777 == 0o755
+
+
+def test_unknown_variant_is_refused_before_any_work(tmp_path: Path) -> None:
+    from worker.demo_model import build_demo_model
+
+    with pytest.raises(ValueError, match="unknown variant 'huge'"):
+        build_demo_model(tmp_path / "echo", variant="huge")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_shared_prompt_loss_equals_a_full_forward() -> None:
+    """The warm-up runs the constant tool prompt once per batch; loss and gradients must
+    be those of an ordinary causal-LM forward over each whole conversation."""
+    import random
+
+    import torch
+
+    from worker.demo_model.tokenizer import train_tokenizer
+    from worker.demo_model.training import (
+        RECIPES,
+        Example,
+        _assistant_loss,
+        _collate,
+        encode_examples,
+        new_model,
+        shared_prefix,
+    )
+
+    torch.manual_seed(0)
+    tokenizer = train_tokenizer(vocab_size=1024, seed=0, conversations=50)
+    model = new_model(RECIPES["test"], tokenizer)
+    examples = encode_examples(tokenizer, count=4, rng=random.Random(0))
+    prefix = shared_prefix(examples)
+    suffixes = [Example(e.input_ids[len(prefix) :], e.labels[len(prefix) :]) for e in examples]
+
+    full = model(**_collate(examples, tokenizer.pad_token_id)).loss
+    full.backward()
+    full_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    shared = _assistant_loss(
+        model, torch.tensor(prefix), _collate(suffixes, tokenizer.pad_token_id)
+    )
+    shared.backward()
+
+    assert len(prefix) > 100
+    torch.testing.assert_close(shared, full)
+    for p, expected in zip(model.parameters(), full_grads, strict=True):
+        torch.testing.assert_close(p.grad, expected, atol=1e-6, rtol=1e-4)

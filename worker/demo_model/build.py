@@ -8,7 +8,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from importlib import metadata
@@ -145,7 +145,7 @@ def _publish(staging: Path, output_dir: Path) -> None:
 
 
 @contextmanager
-def _limited_threads(limit: int):  # type: ignore[no-untyped-def]
+def _limited_threads(limit: int) -> Iterator[None]:
     previous = torch.get_num_threads()
     torch.set_num_threads(max(1, min(limit, previous)))
     try:

@@ -104,8 +104,4 @@ def train_tokenizer(
         show_progress=False,
     )
     tokenizer.train_from_iterator(corpus, trainer=trainer)
-    # Training drops tokens it did not see as special; add the tool markers back.
-    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
-    wrapped = _wrap(tokenizer)
-    wrapped.padding_side = "left"
-    return wrapped
+    return _wrap(tokenizer)

@@ -134,8 +134,9 @@ def encode_examples(
         raise RuntimeError("TRL has no training template for the demo chat template")
     examples = []
     for _ in range(count):
+        conversation = echo_conversation(random_phrase(rng))
         rendered = tokenizer.apply_chat_template(
-            echo_conversation(random_phrase(rng)),
+            conversation,
             tools=[echo],
             chat_template=training_template,
             tokenize=True,
@@ -144,6 +145,12 @@ def encode_examples(
         )
         ids: list[int] = list(rendered["input_ids"])
         mask: list[int] = list(rendered["assistant_masks"])
+        if not examples and ids != list(
+            tokenizer.apply_chat_template(
+                conversation, tools=[echo], tokenize=True, return_dict=True
+            )["input_ids"]
+        ):
+            raise RuntimeError("TRL's training template no longer renders like the chat template")
         labels = [t if m else IGNORE_INDEX for t, m in zip(ids, mask, strict=True)]
         examples.append(Example(input_ids=ids, labels=labels))
     return examples
