@@ -146,9 +146,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Celery would route stdout/stderr into logging, where our console handler writes back into
 # the redirected stream and child-process logs vanish. The trainer prints nothing anyway.
 CELERY_WORKER_REDIRECT_STDOUTS = False
-CELERY_BEAT_SCHEDULE = {
-    "sweep-stale-runs": {"task": "worker.tasks.sweep_stale_runs", "schedule": 10.0},
-}
+# No beat process: stale runs are swept whenever runs are read (API, pages) and by
+# `manage.py sweep_runs` or the `worker.tasks.sweep_stale_runs` task, for a scheduler.
 
 # Where runs keep checkpoints and where demo models live.
 RUNS_DIR = Path(os.environ.get("ENVLAB_RUNS_DIR", VAR_DIR / "runs"))
