@@ -60,7 +60,9 @@ def test_register_launch_train_and_stream(api, owner, client, echo_url, worker, 
 
     series = api.get(f"/api/runs/{run_id}/metrics/?key=reward&key=tools/call_frequency&max_points=3").json()
     assert [p[0] for p in series["series"]["reward"]] == [1, 3, 5]
-    workers = api.get("/api/workers/").json()
+    # The worker beats every 5 s and each transactional test flushes the table, so the row
+    # may not be back yet when a short run has already finished.
+    workers = wait_for(lambda: api.get("/api/workers/").json(), 15, "a worker heartbeat")
     assert [w["name"] for w in workers] == ["worker@" + __import__("socket").gethostname()]
     assert workers[0]["capabilities"]["vllm"] is False
     assert workers[0]["capabilities"]["cuda_devices"] == 0  # the test machines have no GPU
