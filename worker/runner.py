@@ -24,7 +24,8 @@ from webapp.catalog.models import Environment  # noqa: E402
 from webapp.runs.config import RunConfig  # noqa: E402
 from webapp.runs.models import Run  # noqa: E402
 from webapp.runs.services import model_path, run_finish, run_rewind  # noqa: E402
-from worker.adapters import adapter_class  # noqa: E402
+from worker.adapters import bind_adapter  # noqa: E402
+from worker.adapters.router import router_class  # noqa: E402
 from worker.datasets import episode_rows  # noqa: E402
 from worker.rewards import compile_rewards  # noqa: E402
 from worker.telemetry import TelemetrySink  # noqa: E402
@@ -140,6 +141,44 @@ def _prune_checkpoints(output_dir: Path, keep_step: int | None) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+def environment_factory(config: RunConfig) -> tuple[type[Any], dict[str, Any]]:
+    """The adapter class TRL gets (a router when the run has several environments), and
+    the task listers of environments that bring their own tasks (Open Reward Standard)."""
+    members: dict[str, type[Any]] = {}
+    task_rows: dict[str, Any] = {}
+    batch = config.grpo.generation_batch_size
+    for item in config.environments:
+        environment = Environment.objects.get(pk=item.environment)
+        members[item.name] = bind_adapter(environment=environment, env_name=item.name, batch_size=batch)
+        if environment.kind == Environment.Kind.ORS:
+            task_rows[item.name] = _ors_task_rows(environment)
+    if len(members) == 1:
+        return next(iter(members.values())), task_rows
+    return router_class(members), task_rows
+
+
+def _ors_task_rows(environment: Environment) -> Any:
+    from worker.adapters.ors import ors_rows
+
+    metadata = environment.metadata or {}
+
+    def rows(item: Any) -> list[dict[str, Any]]:
+        found = ors_rows(
+            base_url=environment.base_url,
+            env_name=str(metadata.get("ors_env") or metadata.get("name") or environment.name),
+            split=item.split,
+            num_tasks=item.num_tasks if item.indices is None else None,
+            indices=item.indices,
+            api_key_env=metadata.get("api_key_env") or None,
+        )
+        if item.prompt:
+            for row in found:
+                row["prompt"] = [{"role": "user", "content": item.prompt}]
+        return found
+
+    return rows
+
+
 def build_trainer(run: Run, config: RunConfig, sink: TelemetrySink | None, output_dir: Path) -> CapturingGRPOTrainer:
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -148,13 +187,7 @@ def build_trainer(run: Run, config: RunConfig, sink: TelemetrySink | None, outpu
     source = str(local) if local is not None else config.model
     tokenizer = AutoTokenizer.from_pretrained(source)
     model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32 if config.device == "cpu" else "auto")
-    if len(config.environments) != 1:
-        raise ValueError("one environment per run for now")
-    item = config.environments[0]
-    environment = Environment.objects.get(pk=item.environment)
-    factory = adapter_class(
-        metadata_name=environment.metadata.get("name", ""), base_url=environment.base_url, env_name=item.name
-    )
+    factory, task_rows = environment_factory(config)
     reward_funcs, weights = compile_rewards(config.rewards)
     grpo = config.grpo
     args = GRPOConfig(
@@ -193,7 +226,7 @@ def build_trainer(run: Run, config: RunConfig, sink: TelemetrySink | None, outpu
         args=args,
         processing_class=tokenizer,
         reward_funcs=reward_funcs,
-        train_dataset=Dataset.from_list(episode_rows(config)),
+        train_dataset=Dataset.from_list(episode_rows(config, task_rows=task_rows)),
         environment_factory=factory,
     )
     trainer.envlab_sink = sink

@@ -58,3 +58,14 @@ def sweep_stale_runs() -> int:
     from webapp.runs.services import run_mark_stale_interrupted
 
     return run_mark_stale_interrupted()
+
+
+@shared_task(name="worker.tasks.recheck_environments", ignore_result=True)
+def recheck_environments() -> int:
+    """Re-probe the catalog's environments (beat, on the light `default` queue)."""
+    _setup_django()
+    from django.conf import settings
+
+    from webapp.catalog.services import environments_recheck
+
+    return environments_recheck(older_than_seconds=settings.ENVLAB_RECHECK_SECONDS / 2)

@@ -11,9 +11,30 @@ from webapp.runs.selectors import run_progress
 
 class EnvironmentIn(serializers.Serializer):
     name = serializers.CharField(max_length=100)
-    kind = serializers.ChoiceField(choices=Environment.Kind.choices, default=Environment.Kind.OPENENV)
-    base_url = serializers.CharField(max_length=500)
+    kind = serializers.ChoiceField(
+        choices=[("", "detect"), *Environment.Kind.choices], default="", allow_blank=True,
+        help_text="Leave empty to detect OpenEnv or Open Reward Standard from the server.",
+    )
+    base_url = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+    image = serializers.CharField(
+        max_length=300, required=False, allow_blank=True, default="",
+        help_text="A container image, started through OpenEnv's docker support (needs a Docker engine).",
+    )
+    ors_catalog = serializers.CharField(
+        max_length=200, required=False, allow_blank=True, default="", help_text="Open Reward catalog name 'Org/Env'."
+    )
+    ors_env = serializers.CharField(
+        max_length=100, required=False, allow_blank=True, default="",
+        help_text="Which environment of an ORS server that hosts several.",
+    )
+    api_key_env = serializers.CharField(
+        max_length=100, required=False, allow_blank=True, default="",
+        help_text="Name of the environment variable that holds the API key (the key is never stored).",
+    )
     capacity = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=100_000)
+    measure_capacity = serializers.BooleanField(
+        required=False, default=False, help_text="Measure capacity by opening sessions until CAPACITY_REACHED."
+    )
 
 
 class EnvironmentOut(serializers.ModelSerializer):
@@ -44,7 +65,9 @@ class RunOut(serializers.ModelSerializer):
 class RolloutOut(serializers.ModelSerializer):
     class Meta:
         model = Rollout
-        fields = ["seq", "step", "env", "prompt", "messages", "rewards", "reward", "advantage", "created_at"]
+        fields = [
+            "seq", "step", "env", "prompt", "messages", "rewards", "reward", "advantage", "unscored", "created_at",
+        ]
 
 
 class WorkerOut(serializers.ModelSerializer):

@@ -9,6 +9,7 @@ urlpatterns = [
     path("environments/", views.EnvironmentListApi.as_view(), name="api-environments"),
     path("environments/<int:pk>/", views.EnvironmentDetailApi.as_view(), name="api-environment"),
     path("environments/<int:pk>/probe/", views.EnvironmentProbeApi.as_view(), name="api-environment-probe"),
+    path("environments/<int:pk>/capacity/", views.EnvironmentCapacityApi.as_view(), name="api-environment-capacity"),
     path("runs/", views.RunListApi.as_view(), name="api-runs"),
     path("runs/<int:pk>/", views.RunDetailApi.as_view(), name="api-run"),
     path("runs/<int:pk>/cancel/", views.RunCancelApi.as_view(), name="api-run-cancel"),

@@ -12,7 +12,11 @@ from rest_framework.views import APIView
 
 from webapp.api.serializers import EnvironmentIn, EnvironmentOut, RolloutOut, RunOut, WorkerOut
 from webapp.catalog.models import Environment
-from webapp.catalog.services import environment_probe, environment_register
+from webapp.catalog.services import (
+    environment_measure_capacity,
+    environment_probe,
+    environment_register,
+)
 from webapp.runs.models import Run, WorkerHeartbeat
 from webapp.runs.selectors import run_metric_series, run_rollouts, runs_visible_to
 from webapp.runs.services import (
@@ -53,6 +57,13 @@ class EnvironmentDetailApi(APIView):
     @extend_schema(responses=EnvironmentOut)
     def get(self, request: Request, pk: int) -> Response:
         return Response(EnvironmentOut(get_object_or_404(Environment, pk=pk)).data)
+
+
+class EnvironmentCapacityApi(APIView):
+    @extend_schema(request=None, responses=EnvironmentOut)
+    def post(self, request: Request, pk: int) -> Response:
+        environment = environment_measure_capacity(environment=get_object_or_404(Environment, pk=pk))
+        return Response(EnvironmentOut(environment).data)
 
 
 class EnvironmentProbeApi(APIView):

@@ -19,6 +19,9 @@ class AdapterSpec:
 
 ADAPTERS: dict[str, AdapterSpec] = {
     "echo": AdapterSpec("echo", "worker.adapters.echo.EchoAdapter", ("echo",)),
+    "wordle": AdapterSpec("wordle", "worker.adapters.wordle.WordleAdapter", ("guess",)),
+    "catch": AdapterSpec("catch", "worker.adapters.catch.CatchAdapter", ("move", "stay")),
+    "sudoku": AdapterSpec("sudoku", "worker.adapters.sudoku.SudokuAdapter", ("place",)),
 }
 
 

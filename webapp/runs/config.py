@@ -20,11 +20,44 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+ResetValue = str | int | float | bool
+
+
 class RunEnvironment(_Strict):
     environment: int = Field(description="Id of a registered environment.")
     name: str = Field(default="", max_length=64, description="Name of this environment within the run.")
-    prompt: str = Field(min_length=1, max_length=4000, description="User prompt of each episode.")
+    prompt: str = Field(
+        default="",
+        max_length=4000,
+        description="User prompt of each episode; an Open Reward Standard task brings its own when empty.",
+    )
     rows: int = Field(default=64, ge=1, le=100_000, description="Dataset rows for this environment.")
+    reset: dict[str, ResetValue] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="Extra arguments for every episode's reset, e.g. {\"blanks\": 20} for sudoku.",
+    )
+    split: str = Field(default="train", max_length=64, description="Open Reward Standard: the task split.")
+    num_tasks: int | None = Field(default=None, ge=1, le=100_000, description="ORS: the first N tasks.")
+    indices: list[int] | None = Field(default=None, max_length=100_000, description="ORS: these task indices.")
+
+    @field_validator("reset")
+    @classmethod
+    def _reset_keys(cls, value: dict[str, ResetValue]) -> dict[str, ResetValue]:
+        reserved = {"prompt", "env", "environment", "seed", "target", "task_index"}
+        for key in value:
+            if not re.fullmatch(r"[a-z][a-z0-9_]{0,39}", key):
+                raise ValueError(f"reset argument '{key[:40]}' must be a lowercase identifier")
+            if key in reserved:
+                raise ValueError(f"reset argument '{key}' is set by envlab itself")
+        return value
+
+    @field_validator("indices")
+    @classmethod
+    def _indices_non_negative(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and any(i < 0 for i in value):
+            raise ValueError("task indices start at 0")
+        return value
 
     @field_validator("name")
     @classmethod
@@ -91,7 +124,7 @@ class GenerationSettings(_Strict):
 class RunConfig(_Strict):
     name: str = Field(min_length=1, max_length=120)
     model: str = Field(min_length=1, max_length=500)
-    environments: list[RunEnvironment] = Field(min_length=1, max_length=1)
+    environments: list[RunEnvironment] = Field(min_length=1, max_length=8)
     rewards: list[RewardTerm] = Field(
         default_factory=lambda: [RewardTerm(name="env_reward", kind="env_reward", weight=1.0)],
         min_length=1,
@@ -120,9 +153,11 @@ class RunConfig(_Strict):
         names = [term.name for term in self.rewards]
         if len(set(names)) != len(names):
             raise _FieldError("rewards", "reward term names must be unique")
-        env_names = {env.name for env in self.environments}
+        env_names = [env.name for env in self.environments]
+        if len(set(env_names)) != len(env_names):
+            raise _FieldError("environments", "environment names within a run must be unique")
         for term in self.rewards:
-            unknown = set(term.environments or []) - env_names
+            unknown = set(term.environments or []) - set(env_names)
             if unknown:
                 raise _FieldError(
                     "rewards", f"term '{term.name}' names unknown environments {sorted(unknown)}"

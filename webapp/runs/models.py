@@ -84,6 +84,8 @@ class Rollout(models.Model):
     rewards = models.JSONField(default=dict)
     reward = models.FloatField(null=True)
     advantage = models.FloatField(null=True)
+    # The environment lost the episode mid-way (its server restarted): every term is None.
+    unscored = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -15,9 +16,8 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from webapp.catalog.adapters import adapter_for
 from webapp.catalog.models import Environment
-from webapp.catalog.probe import ProbeError, probe_openenv
+from webapp.catalog.probe import ProbeError, probe_environment
 from webapp.runs.config import RunConfig, RunConfigError, parse_run_config
 from webapp.runs.live import notify_run
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
@@ -65,18 +65,41 @@ def run_config_check(*, config: RunConfig) -> dict[str, list[str]]:
     if model_error:
         errors["model"] = [model_error]
     batch = config.grpo.generation_batch_size
+    tool_owner: dict[str, tuple[str, str]] = {}
     for index, item in enumerate(config.environments):
         key = f"environments.{index}.environment"
         environment = Environment.objects.filter(pk=item.environment).first()
         if environment is None:
             errors[key] = [f"no environment with id {item.environment}"]
             continue
-        if adapter_for(environment.metadata.get("name", "")) is None:
-            errors[key] = [f"environment '{environment.name}' has no training adapter yet"]
+        if environment.kind not in (Environment.Kind.OPENENV, Environment.Kind.ORS):
+            errors[key] = [f"environment '{environment.name}' ({environment.kind}) cannot be trained on here"]
             continue
+        if environment.kind == Environment.Kind.OPENENV and not item.prompt.strip():
+            errors[f"environments.{index}.prompt"] = [
+                f"give the prompt of each '{environment.name}' episode (only ORS tasks bring their own)"
+            ]
+        if environment.kind == Environment.Kind.ORS:
+            splits = (environment.metadata or {}).get("splits") or {}
+            if splits and item.split not in splits:
+                errors[f"environments.{index}.split"] = [
+                    f"'{environment.name}' has splits {', '.join(sorted(splits))}, not '{item.split}'"
+                ]
+        for tool in environment.tools if isinstance(environment.tools, list) else []:
+            name = str(tool.get("name", "")) if isinstance(tool, dict) else ""
+            shape = json.dumps(tool.get("parameters"), sort_keys=True) if isinstance(tool, dict) else ""
+            other = tool_owner.setdefault(name, (item.name, shape))
+            if other[1] != shape:
+                errors[key] = [
+                    f"tool '{name}' of '{environment.name}' clashes with the tool of the same name in "
+                    f"'{other[0]}' (other arguments); one run cannot offer both"
+                ]
         # Checked live, but not stored: a rejected request changes no row.
         try:
-            probe = probe_openenv(environment.base_url)
+            probe = probe_environment(
+                environment.base_url, kind=environment.kind,
+                ors_env=str((environment.metadata or {}).get("ors_env", "")),
+            )
             problem = "" if probe.healthy else probe.error
         except ProbeError as exc:
             problem = str(exc)

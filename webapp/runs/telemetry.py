@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
-from webapp.runs.models import MetricPoint, Rollout, Run
+from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 
 
 def _number(value: Any) -> float | None:
@@ -58,6 +58,17 @@ def telemetry_record(*, run_id: int, events: list[Event]) -> list[dict[str, Any]
         )
     if rollouts:
         Rollout.objects.bulk_create(rollouts)
+        lost = [r for r in rollouts if r.unscored]
+        if lost:
+            envs = sorted({r.env for r in lost})
+            RunEvent.objects.create(
+                run_id=run_id, kind="episode_lost",
+                message=(
+                    f"{len(lost)} episode(s) in {', '.join(envs)} lost at step {lost[0].step}: the environment "
+                    "server no longer held them (restarted?). Those rollouts are unscored."
+                ),
+                data={"step": lost[0].step, "envs": envs, "seqs": [r.seq for r in lost]},
+            )
     Run.objects.filter(pk=run_id).update(last_seq=seq, step=Greatest(F("step"), Value(last_step)))
     return notes
 
@@ -68,4 +79,5 @@ def _rollout(run_id: int, seq: int, item: dict[str, Any]) -> Rollout:
         prompt=item.get("prompt", []), messages=item.get("messages", []),
         rewards={str(k): _number(v) for k, v in item.get("rewards", {}).items()},
         reward=_number(item.get("reward")), advantage=_number(item.get("advantage")),
+        unscored=bool(item.get("lost", False)),
     )

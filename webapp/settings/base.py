@@ -159,6 +159,10 @@ ENVLAB_HEARTBEAT_SECONDS = float(os.environ.get("ENVLAB_HEARTBEAT_SECONDS", 2.0)
 ENVLAB_STALE_SECONDS = float(os.environ.get("ENVLAB_STALE_SECONDS", 20.0))
 ENVLAB_INTERRUPT_SECONDS = float(os.environ.get("ENVLAB_INTERRUPT_SECONDS", 45.0))
 ENVLAB_PROBE_TIMEOUT = float(os.environ.get("ENVLAB_PROBE_TIMEOUT", 5.0))
+# Where Open Reward catalog names (Org/Env) are resolved; the key comes from a named variable.
+ENVLAB_OPENREWARD_API_URL = os.environ.get("ENVLAB_OPENREWARD_API_URL", "https://api.openreward.ai")
+# How often the default-queue worker re-probes every registered environment (seconds).
+ENVLAB_RECHECK_SECONDS = float(os.environ.get("ENVLAB_RECHECK_SECONDS", 60.0))
 
 LOGGING = {
     "version": 1,
@@ -167,4 +171,10 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"httpx": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
+}
+
+# Run by `celery beat` (embedded with -B in the light worker that `make run` starts).
+CELERY_BEAT_SCHEDULE = {
+    "recheck-environments": {"task": "worker.tasks.recheck_environments", "schedule": ENVLAB_RECHECK_SECONDS},
+    "sweep-stale-runs": {"task": "worker.tasks.sweep_stale_runs", "schedule": 30.0},
 }

@@ -1,18 +1,76 @@
-"""Environment adapters: what TRL's `environment_factory` gets for each environment."""
+"""Environment adapters: what TRL's `environment_factory` gets for each environment.
+
+`bind_adapter` picks the adapter of one registered environment: the bundled ones by
+name (webapp.catalog.adapters, the one registry), Open Reward Standard environments
+through the ORS adapter, and any other OpenEnv server through an adapter generated from
+what it describes (classic `/schema` or MCP tools). The class it returns takes no
+constructor arguments and knows its server, its name within the run and, for error
+messages, the capacity and the generation batch size.
+"""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import Any
 
 from webapp.catalog.adapters import adapter_for
 
 
+def _load(dotted: str) -> type[Any]:
+    module_name, _, class_name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module_name), class_name)  # type: ignore[no-any-return]
+
+
+def base_adapter(environment: Any) -> type[Any]:
+    """The unbound adapter class for a catalog `Environment` row (or anything shaped like it)."""
+    metadata: Mapping[str, Any] = environment.metadata or {}
+    if environment.kind == "ors":
+        from worker.adapters.ors import ors_adapter_class
+
+        return ors_adapter_class(
+            base_url=environment.base_url,
+            env_name=str(metadata.get("ors_env") or metadata.get("name") or environment.name),
+            split=str(metadata.get("split") or "train"),
+            api_key_env=metadata.get("api_key_env") or None,
+        )
+    if environment.kind != "openenv":
+        raise ValueError(f"environments of kind '{environment.kind}' cannot be trained on with GRPO here")
+    spec = adapter_for(str(metadata.get("name", "")))
+    if spec is not None:
+        return _load(spec.adapter_path)
+    from worker.adapters import generic
+
+    if metadata.get("style") == "mcp":
+        tools = generic.list_mcp_tools(environment.base_url)
+        return generic.mcp_adapter_class(base_url=environment.base_url, env_name=environment.name, tools=tools)
+    schema = generic.read_schema(environment.base_url)
+    return generic.classic_adapter_class(
+        base_url=environment.base_url, env_name=environment.name, schema=schema,
+        description=str(metadata.get("description", "")),
+    )
+
+
+def bind_adapter(*, environment: Any, env_name: str, batch_size: int | None = None) -> type[Any]:
+    """A no-argument-constructible subclass of the environment's adapter, bound to its server."""
+    base = base_adapter(environment)
+    return type(
+        base.__name__,
+        (base,),
+        {
+            "base_url": environment.base_url,
+            "env_name": env_name,
+            "catalog_name": environment.name,
+            "capacity": environment.capacity,
+            "batch_size": batch_size,
+        },
+    )
+
+
 def adapter_class(*, metadata_name: str, base_url: str, env_name: str) -> type[Any]:
-    """A no-argument-constructible subclass of the registered adapter, bound to one server."""
+    """A bundled OpenEnv adapter by its metadata name, bound to one server (tests, bench)."""
     spec = adapter_for(metadata_name)
     if spec is None:
         raise ValueError(f"no training adapter for environment '{metadata_name}'")
-    module_name, _, class_name = spec.adapter_path.rpartition(".")
-    base = getattr(importlib.import_module(module_name), class_name)
-    return type(base.__name__, (base,), {"base_url": base_url, "env_name": env_name})
+    base = _load(spec.adapter_path)
+    return type(base.__name__, (base,), {"base_url": base_url, "env_name": env_name, "catalog_name": env_name})

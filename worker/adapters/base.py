@@ -16,9 +16,28 @@ class EpisodeLost(RuntimeError):
     """The server no longer holds this episode (it restarted): the rollout is unscored."""
 
 
+class EnvironmentAtCapacity(RuntimeError):
+    """The server refused a session: more rollouts at once than it takes. Ends the run."""
+
+
+def capacity_message(cls: Any) -> str:
+    capacity = getattr(cls, "capacity", None)
+    batch = getattr(cls, "batch_size", None)
+    return (
+        f"Environment '{cls.catalog_name or cls.env_name}' at {cls.base_url} refused a session "
+        f"(CAPACITY_REACHED): it takes {capacity if capacity else 'an unknown number of'} concurrent sessions, "
+        f"and the generation batch of {batch if batch else '?'} rollouts needs one each. Lower "
+        "per_device_train_batch_size x gradient_accumulation_steps, or raise the server's MAX_CONCURRENT_ENVS."
+    )
+
+
 class OpenEnvAdapter:
     base_url: ClassVar[str] = ""
     env_name: ClassVar[str] = ""
+    # Set when the worker binds the class to a registered environment (for messages).
+    catalog_name: ClassVar[str] = ""
+    capacity: ClassVar[int | None] = None
+    batch_size: ClassVar[int | None] = None
 
     def __init__(self) -> None:
         self._client: Any = None
@@ -53,8 +72,14 @@ class OpenEnvAdapter:
         self.tool_failures = 0
         self._steps = 0
         self._client = self._open_client()
-        self._client.connect()
-        result = self._client.reset(**reset_kwargs)
+        try:
+            self._client.connect()
+            result = self._client.reset(**reset_kwargs)
+        except Exception as exc:
+            if "CAPACITY_REACHED" in str(exc):
+                self._close()
+                raise EnvironmentAtCapacity(capacity_message(type(self))) from None
+            raise
         self._episode_id = (result.observation.metadata or {}).get("episode_id")
         return result
 
