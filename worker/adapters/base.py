@@ -12,6 +12,9 @@ from typing import Any, ClassVar
 log = logging.getLogger(__name__)
 
 
+LOST_MESSAGE = "The episode was lost when the environment restarted; this rollout is unscored."
+
+
 class EpisodeLost(RuntimeError):
     """The server no longer holds this episode (it restarted): the rollout is unscored."""
 
@@ -85,7 +88,7 @@ class OpenEnvAdapter:
 
     def _step(self, action: Any) -> Any:
         if self.lost:
-            raise EpisodeLost("The episode was lost when the environment restarted; this rollout is unscored.")
+            raise EpisodeLost(LOST_MESSAGE)
         if self.done:
             raise RuntimeError("Game over.")
         self.tool_calls += 1
@@ -93,6 +96,10 @@ class OpenEnvAdapter:
             result = self._client.step(action)
         except Exception:
             self.tool_failures += 1
+            if self._episode_gone():
+                self.lost = True
+                log.warning("%s: episode %s lost (the server no longer holds it)", self.env_name, self._episode_id)
+                raise EpisodeLost(LOST_MESSAGE) from None
             raise
         metadata = result.observation.metadata or {}
         self._steps += 1
@@ -104,11 +111,23 @@ class OpenEnvAdapter:
             self.lost = True
             self.tool_failures += 1
             log.warning("%s: episode %s lost (server answered for %s)", self.env_name, self._episode_id, episode)
-            raise EpisodeLost("The episode was lost when the environment restarted; this rollout is unscored.")
+            raise EpisodeLost(LOST_MESSAGE)
         if result.reward is not None:
             self.reward = max(self.reward, float(result.reward))
         self.done = bool(result.done)
         return result
+
+    def _episode_gone(self) -> bool:
+        """After a failed step: does the server still hold this episode? Unknown counts as gone:
+        an unscored rollout is safe, a rollout scored on another episode is not."""
+        try:
+            state = self._client.state()
+        except Exception:
+            return True
+        episode = getattr(state, "episode_id", None)
+        if episode is None and isinstance(state, dict):
+            episode = state.get("episode_id")
+        return bool(self._episode_id) and episode != self._episode_id
 
     def __del__(self) -> None:
         self._close()

@@ -1,0 +1,167 @@
+"""Registering environments over the wire: kind detection, clear refusals, capacity."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.envs.servers import free_port, run_env_server
+from webapp.catalog.models import Environment
+from webapp.catalog.probe import probe_capacity
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """Accepts connections and never answers: the slow server."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    listener.close()
+
+
+@pytest.fixture
+def plain_http_server() -> Iterator[str]:
+    """A web server that is not an environment (404 everywhere)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _register(api, **body):
+    started = time.monotonic()
+    response = api.post("/api/environments/", {"name": "candidate", **body}, format="json")
+    return response, time.monotonic() - started
+
+
+def test_down_url_is_refused_quickly_and_writes_nothing(api):
+    response, elapsed = _register(api, base_url=f"http://127.0.0.1:{free_port()}")
+    assert response.status_code == 400
+    assert "cannot connect" in response.json()["base_url"][0]
+    assert elapsed < 10
+    assert Environment.objects.count() == 0
+
+
+def test_slow_url_is_refused_within_ten_seconds(api, silent_server):
+    response, elapsed = _register(api, base_url=silent_server)
+    assert response.status_code == 400
+    assert response.json()["base_url"] == [f"{silent_server}/health did not answer within 3 s"]
+    assert elapsed < 10
+    assert Environment.objects.count() == 0
+
+
+def test_not_an_environment_is_refused(api, plain_http_server):
+    response, elapsed = _register(api, base_url=plain_http_server)
+    assert response.status_code == 400
+    message = response.json()["base_url"][0]
+    assert message.startswith("not an OpenEnv server (")
+    assert "nor an Open Reward Standard server (" in message
+    assert elapsed < 10
+    assert Environment.objects.count() == 0
+
+
+def test_harbor_and_two_sources_are_refused(api, echo_url):
+    response, _ = _register(api, base_url=echo_url, kind="harbor")
+    assert response.status_code == 400 and "Harbor" in response.json()["kind"][0]
+    response, _ = _register(api, base_url=echo_url, image="ghcr.io/x/echo:1")
+    assert response.status_code == 400
+    assert response.json()["base_url"] == [
+        "give exactly one of base_url, image (a container image) or ors_catalog (Org/Env)"
+    ]
+    assert Environment.objects.count() == 0
+
+
+def test_container_image_without_docker_says_so(api, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")  # no docker CLI: this machine has no engine anyway
+    response, _ = _register(api, image="ghcr.io/example/echo-env:latest")
+    assert response.status_code == 400
+    assert response.json()["image"][0].startswith("no Docker engine on this machine")
+    assert Environment.objects.count() == 0
+
+
+def test_ors_catalog_name_needs_a_set_key_variable(api, monkeypatch):
+    monkeypatch.delenv("ENVLAB_TEST_ORS_KEY", raising=False)
+    response, _ = _register(api, ors_catalog="Acme/Echo", api_key_env="ENVLAB_TEST_ORS_KEY")
+    assert response.status_code == 400
+    assert response.json()["api_key_env"][0].startswith(
+        "the variable ENVLAB_TEST_ORS_KEY is not set"
+    )
+    response, _ = _register(api, ors_catalog="not a name", api_key_env="lower")
+    assert set(response.json()) == {"ors_catalog", "api_key_env"}
+    assert Environment.objects.count() == 0
+
+
+def test_openenv_detected_with_bundled_tools(api, echo_url):
+    response, _ = _register(api, base_url=echo_url + "/")
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert (body["kind"], body["base_url"], body["status"], body["capacity"]) == (
+        "openenv",
+        echo_url,
+        "healthy",
+        None,
+    )
+    assert body["metadata"]["name"] == "echo" and body["metadata"]["style"] == "bundled"
+    assert body["tools"] == [
+        {
+            "name": "echo",
+            "description": "Echo a message back to the caller.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "message": {"type": "string", "description": "The message to echo back."}
+                },
+                "required": ["message"],
+            },
+        }
+    ]
+
+
+def test_capacity_is_measured_until_capacity_reached():
+    with run_env_server(
+        "envs.echo.server:app", {"MAX_CONCURRENT_ENVS": "3", "ENABLE_WEB_INTERFACE": "false"}
+    ) as url:
+        assert (probe_capacity(url).capacity, probe_capacity(url).at_least) == (3, False)
+        # The probe closed its sessions: measuring again gives the same, and so does a low limit.
+        result = probe_capacity(url, limit=2)
+        assert (result.capacity, result.at_least) == (2, True)
+
+
+def test_register_with_measured_capacity(api):
+    with run_env_server(
+        "envs.echo.server:app", {"MAX_CONCURRENT_ENVS": "4", "ENABLE_WEB_INTERFACE": "false"}
+    ) as url:
+        response, _ = _register(api, base_url=url, measure_capacity=True)
+        assert response.status_code == 201, response.json()
+        assert response.json()["capacity"] == 4
+        assert response.json()["metadata"]["capacity_source"] == "probed"
+        env_id = response.json()["id"]
+        again = api.post(f"/api/environments/{env_id}/capacity/").json()
+        assert (again["capacity"], again["metadata"]["capacity_source"]) == (4, "probed")
