@@ -32,7 +32,9 @@ def config(env_id: int, **grpo):
     return {
         "name": "t",
         "model": "demo:echo",
-        "environments": [{"environment": env_id, "name": "echo", "prompt": "Echo 'hi'.", "rows": 8}],
+        "environments": [
+            {"environment": env_id, "name": "echo", "prompt": "Echo 'hi'.", "rows": 8}
+        ],
         "rewards": [{"name": "env_reward", "kind": "env_reward", "weight": 1.0}],
         "grpo": {"num_generations": 4, "max_steps": 2, "per_device_train_batch_size": 4, **grpo},
     }
@@ -42,7 +44,11 @@ def config(env_id: int, **grpo):
     ("grpo", "field", "fragment"),
     [
         ({"num_generations": 1}, "grpo.num_generations", "greater than or equal to 2"),
-        ({"num_generations": 3}, "grpo.num_generations", "(3) must divide the generation batch size"),
+        (
+            {"num_generations": 3},
+            "grpo.num_generations",
+            "(3) must divide the generation batch size",
+        ),
         ({"max_steps": 0}, "grpo.max_steps", "greater than or equal to 1"),
     ],
 )
@@ -63,7 +69,10 @@ def test_unknown_environment(api, built_model):
 
 def test_unhealthy_environment(api, built_model):
     dead = Environment.objects.create(
-        name="dead", base_url=f"http://127.0.0.1:{free_port()}", metadata={"name": "echo"}, status="healthy"
+        name="dead",
+        base_url=f"http://127.0.0.1:{free_port()}",
+        metadata={"name": "echo"},
+        status="healthy",
     )
     response = api.post("/api/runs/", config(dead.pk), format="json")
     assert response.status_code == 400
@@ -92,17 +101,23 @@ def test_unknown_model(api, echo_env, built_model):
     response = api.post("/api/runs/", {**config(echo_env.pk), "model": "demo:nope"}, format="json")
     assert response.status_code == 400
     assert response.json() == {
-        "model": ["demo model 'demo:nope' is not built; run `python manage.py build_demo_model nope`"]
+        "model": [
+            "demo model 'demo:nope' is not built; run `python manage.py build_demo_model nope`"
+        ]
     }
     assert Run.objects.count() == 0
 
 
 def test_unknown_hub_model_offline(api, echo_env, built_model, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    response = api.post("/api/runs/", {**config(echo_env.pk), "model": "no-such-org/no-such-model"}, format="json")
+    response = api.post(
+        "/api/runs/", {**config(echo_env.pk), "model": "no-such-org/no-such-model"}, format="json"
+    )
     assert response.status_code == 400
     assert response.json() == {
-        "model": ["model 'no-such-org/no-such-model' is not in the local hub cache and this machine is offline"]
+        "model": [
+            "model 'no-such-org/no-such-model' is not in the local hub cache and this machine is offline"
+        ]
     }
     assert Run.objects.count() == 0
 
@@ -113,7 +128,9 @@ def test_not_json_object(api):
     assert response.json() == {"non_field_errors": ["expected a JSON object"]}
 
 
-def test_accepted_config_creates_one_queued_run(api, echo_env, built_model, django_capture_on_commit_callbacks, settings):
+def test_accepted_config_creates_one_queued_run(
+    api, echo_env, built_model, django_capture_on_commit_callbacks, settings
+):
     import json
 
     import redis

@@ -21,25 +21,36 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.25) -> An
         time.sleep(interval)
 
 
-def run_config(env_id: int, *, max_steps: int, save_steps: int = 5, rows: int = 32, **grpo: Any) -> dict:
+def run_config(
+    env_id: int, *, max_steps: int, save_steps: int = 5, rows: int = 32, **grpo: Any
+) -> dict:
     return {
         "name": "e2e",
         "model": "demo:echo",
-        "environments": [{"environment": env_id, "name": "echo", "prompt": "Echo '{phrase}'.", "rows": rows}],
+        "environments": [
+            {"environment": env_id, "name": "echo", "prompt": "Echo '{phrase}'.", "rows": rows}
+        ],
         "rewards": [
             {"name": "env_reward", "kind": "env_reward", "weight": 1.0},
             {"name": "tool_called", "kind": "tool_called", "weight": 0.1},
         ],
         "grpo": {
-            "num_generations": 4, "max_steps": max_steps, "per_device_train_batch_size": 4,
-            "max_completion_length": 48, "max_tool_calling_iterations": 2, "learning_rate": 5e-5,
-            "save_steps": save_steps, **grpo,
+            "num_generations": 4,
+            "max_steps": max_steps,
+            "per_device_train_batch_size": 4,
+            "max_completion_length": 48,
+            "max_tool_calling_iterations": 2,
+            "learning_rate": 5e-5,
+            "save_steps": save_steps,
+            **grpo,
         },
     }
 
 
 def register_echo(api: APIClient, echo_url: str) -> int:
-    response = api.post("/api/environments/", {"name": "echo", "base_url": echo_url, "capacity": 64}, format="json")
+    response = api.post(
+        "/api/environments/", {"name": "echo", "base_url": echo_url, "capacity": 64}, format="json"
+    )
     assert response.status_code == 201, response.json()
     return int(response.json()["id"])
 
@@ -54,8 +65,14 @@ def wait_status(run_id: int, statuses: tuple[str, ...], timeout: float, worker=N
     except AssertionError:
         run = Run.objects.get(pk=run_id)
         log = worker.log_text()[-6000:] if worker is not None else ""
-        raise AssertionError(f"run {run_id} is {run.status} at step {run.step}: {run.error}\n{log}") from None
+        raise AssertionError(
+            f"run {run_id} is {run.status} at step {run.step}: {run.error}\n{log}"
+        ) from None
 
 
 def metric_steps(run_id: int, key: str) -> list[int]:
-    return list(MetricPoint.objects.filter(run_id=run_id, key=key).order_by("step").values_list("step", flat=True))
+    return list(
+        MetricPoint.objects.filter(run_id=run_id, key=key)
+        .order_by("step")
+        .values_list("step", flat=True)
+    )

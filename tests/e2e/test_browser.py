@@ -23,7 +23,9 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     if not os.path.exists(CHROMIUM):
-        pytest.fail("Debian's chromium is missing: make test installs it (apt-get install chromium)")
+        pytest.fail(
+            "Debian's chromium is missing: make test installs it (apt-get install chromium)"
+        )
     # Playwright's sync API runs an event loop in this thread for as long as the browser
     # lives; the ORM calls made here (and the database flush after each test) are plain
     # blocking calls, which Django refuses in such a thread unless told.
@@ -32,8 +34,14 @@ def browser():
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
         )
         yield browser
         browser.close()
@@ -47,24 +55,50 @@ def _push(run_id: int, steps: range, evil: str) -> None:
     """Telemetry from another thread, as the trainer's would be."""
     sink = TelemetrySink(run_id=run_id, lease_owner="browser-test", heartbeat_seconds=0.5)
     for step in steps:
-        sink.metrics(step, {"reward": step / 10, "rewards/env_reward/mean": step / 10,
-                            "tools/call_frequency": 1.0, "tools/failure_frequency": 0.0, "loss": 0.5})
-        sink.rollouts([{
-            "step": step, "env": "echo", "prompt": [{"role": "user", "content": "Echo 'hi'."}],
-            "messages": [
-                {"role": "assistant", "content": evil,
-                 "tool_calls": [{"type": "function", "function": {"name": "echo", "arguments": {"message": evil}}}]},
-                {"role": "tool", "name": "echo", "content": evil},
-            ],
-            "rewards": {"env_reward": 1.0}, "reward": 1.0, "advantage": 0.25,
-        }])
+        sink.metrics(
+            step,
+            {
+                "reward": step / 10,
+                "rewards/env_reward/mean": step / 10,
+                "tools/call_frequency": 1.0,
+                "tools/failure_frequency": 0.0,
+                "loss": 0.5,
+            },
+        )
+        sink.rollouts(
+            [
+                {
+                    "step": step,
+                    "env": "echo",
+                    "prompt": [{"role": "user", "content": "Echo 'hi'."}],
+                    "messages": [
+                        {
+                            "role": "assistant",
+                            "content": evil,
+                            "tool_calls": [
+                                {
+                                    "type": "function",
+                                    "function": {"name": "echo", "arguments": {"message": evil}},
+                                }
+                            ],
+                        },
+                        {"role": "tool", "name": "echo", "content": evil},
+                    ],
+                    "rewards": {"env_reward": 1.0},
+                    "reward": 1.0,
+                    "advantage": 0.25,
+                }
+            ]
+        )
     sink.close(timeout=20)
 
 
 def test_live_page_gains_points_and_transcripts(browser, owner, web):
-    run = Run.objects.create(owner=owner, name="live", config={"model": "demo:echo"}, model="demo:echo", max_steps=20)
+    run = Run.objects.create(
+        owner=owner, name="live", config={"model": "demo:echo"}, model="demo:echo", max_steps=20
+    )
     run_claim(run_id=run.pk, lease_owner="browser-test", worker_name="test")
-    evil = "<img src=x onerror=\"window.__xss=1\">"
+    evil = '<img src=x onerror="window.__xss=1">'
     first = threading.Thread(target=_push, args=(run.pk, range(1, 3), evil))
     first.start()
     first.join()
@@ -84,9 +118,13 @@ def test_live_page_gains_points_and_transcripts(browser, owner, web):
     later.start()
     later.join()
     page.wait_for_selector('#chart-reward[data-points="5"]', timeout=10_000)
-    page.wait_for_function("document.querySelectorAll('article.rollout').length === 5", timeout=10_000)
+    page.wait_for_function(
+        "document.querySelectorAll('article.rollout').length === 5", timeout=10_000
+    )
     assert page.url == url_before
-    seqs = page.eval_on_selector_all("article.rollout", "els => els.map(e => Number(e.dataset.seq))")
+    seqs = page.eval_on_selector_all(
+        "article.rollout", "els => els.map(e => Number(e.dataset.seq))"
+    )
     assert len(seqs) == len(set(seqs)) == 5
     # Model text is shown as text, never run.
     assert page.evaluate("window.__xss") is None

@@ -27,9 +27,17 @@ def _rollout_steps(run_id: int) -> list[int]:
 
 def test_killed_training_process_is_taken_over_from_its_checkpoint(api, echo_url, worker):
     env_id = register_echo(api, echo_url)
-    run_id = api.post("/api/runs/", run_config(env_id, max_steps=16, save_steps=3), format="json").json()["id"]
-    wait_for(lambda: (Run.objects.get(pk=run_id).checkpoint_step or 0) >= 3 and Run.objects.get(pk=run_id).step >= 4,
-             240, "a checkpoint and a step past it")
+    run_id = api.post(
+        "/api/runs/", run_config(env_id, max_steps=16, save_steps=3), format="json"
+    ).json()["id"]
+    wait_for(
+        lambda: (
+            (Run.objects.get(pk=run_id).checkpoint_step or 0) >= 3
+            and Run.objects.get(pk=run_id).step >= 4
+        ),
+        240,
+        "a checkpoint and a step past it",
+    )
     [child] = worker_child_pids(worker)
     os.kill(child, signal.SIGKILL)
 
@@ -42,9 +50,13 @@ def test_killed_training_process_is_taken_over_from_its_checkpoint(api, echo_url
     assert Rollout.objects.filter(run_id=run_id).count() == 16 * 4
 
 
-def test_cancel_stops_within_ten_seconds_with_a_checkpoint_and_resume_finishes(api, echo_url, worker):
+def test_cancel_stops_within_ten_seconds_with_a_checkpoint_and_resume_finishes(
+    api, echo_url, worker
+):
     env_id = register_echo(api, echo_url)
-    run_id = api.post("/api/runs/", run_config(env_id, max_steps=30, save_steps=50), format="json").json()["id"]
+    run_id = api.post(
+        "/api/runs/", run_config(env_id, max_steps=30, save_steps=50), format="json"
+    ).json()["id"]
     wait_for(lambda: Run.objects.get(pk=run_id).step >= 2, 240, "two steps")
     asked = time.monotonic()
     assert api.post(f"/api/runs/{run_id}/cancel/").status_code == 200
@@ -67,7 +79,9 @@ def test_dead_worker_without_redelivery_is_marked_interrupted_then_resumed(api, 
     """The whole worker dies (main process and child): its message comes back only after the
     broker's visibility timeout, so the app marks the run interrupted; resume continues."""
     env_id = register_echo(api, echo_url)
-    run_id = api.post("/api/runs/", run_config(env_id, max_steps=16, save_steps=2), format="json").json()["id"]
+    run_id = api.post(
+        "/api/runs/", run_config(env_id, max_steps=16, save_steps=2), format="json"
+    ).json()["id"]
     wait_for(lambda: (Run.objects.get(pk=run_id).checkpoint_step or 0) >= 2, 240, "a checkpoint")
     os.killpg(worker.process.pid, signal.SIGKILL)
     worker.process.wait(10)
@@ -92,7 +106,9 @@ def test_redis_outage_delays_the_dashboard_but_the_run_completes(api, echo_url, 
     """Redis (the test run's own) stopped for about 10 s in the middle of a run."""
     port = owned_redis_port()
     if port is None:
-        pytest.skip("needs the test run's own Redis (make test starts one); it would stop a shared one")
+        pytest.skip(
+            "needs the test run's own Redis (make test starts one); it would stop a shared one"
+        )
     env_id = register_echo(api, echo_url)
     run_id = api.post("/api/runs/", run_config(env_id, max_steps=14), format="json").json()["id"]
     wait_for(lambda: Run.objects.get(pk=run_id).step >= 2, 240, "two steps")

@@ -45,20 +45,33 @@ def test_register_launch_train_and_stream(api, owner, client, echo_url, worker, 
 
     run = wait_status(run_id, ("succeeded", "failed"), 300, worker)
     assert (run.status, run.error, run.step) == ("succeeded", "", 5)
-    for key in ("rewards/env_reward/mean", "rewards/tool_called/mean", "tools/call_frequency",
-                "tools/failure_frequency", "reward", "loss"):
+    for key in (
+        "rewards/env_reward/mean",
+        "rewards/tool_called/mean",
+        "tools/call_frequency",
+        "tools/failure_frequency",
+        "reward",
+        "loss",
+    ):
         assert metric_steps(run_id, key) == [1, 2, 3, 4, 5], key
 
     rollouts = list(Rollout.objects.filter(run_id=run_id))
     assert len(rollouts) == 5 * 4  # one generation batch of 4 per step
     assert {r.env for r in rollouts} == {"echo"}
     assert set(rollouts[0].rewards) == {"env_reward", "tool_called"}
-    calls = [m for r in rollouts for m in r.messages if m.get("role") == "assistant" and m.get("tool_calls")]
+    calls = [
+        m
+        for r in rollouts
+        for m in r.messages
+        if m.get("role") == "assistant" and m.get("tool_calls")
+    ]
     results = [m for r in rollouts for m in r.messages if m.get("role") == "tool"]
     assert calls and results
     assert calls[0]["tool_calls"][0]["function"]["name"] == "echo"
 
-    series = api.get(f"/api/runs/{run_id}/metrics/?key=reward&key=tools/call_frequency&max_points=3").json()
+    series = api.get(
+        f"/api/runs/{run_id}/metrics/?key=reward&key=tools/call_frequency&max_points=3"
+    ).json()
     assert [p[0] for p in series["series"]["reward"]] == [1, 3, 5]
     # The worker beats every 5 s and each transactional test flushes the table, so the row
     # may not be back yet when a short run has already finished.
@@ -101,7 +114,15 @@ def test_duplicate_delivery_trains_once(api, echo_url, worker, second_worker):
     train_run.delay(run_id)  # the same task again, while the run is alive
     run = wait_status(run_id, ("succeeded", "failed"), 300, worker)
     assert (run.status, run.attempts) == ("succeeded", 1)
-    assert list(RunEvent.objects.filter(run_id=run_id, kind__in=["claimed", "taken_over"]).values_list("kind", flat=True)) == ["claimed"]
+    assert list(
+        RunEvent.objects.filter(run_id=run_id, kind__in=["claimed", "taken_over"]).values_list(
+            "kind", flat=True
+        )
+    ) == ["claimed"]
     assert metric_steps(run_id, "reward") == [1, 2, 3, 4, 5, 6]
     # The duplicate was delivered, waited for the live run, and then had nothing to do.
-    wait_for(lambda: "nothing to do" in worker.log_text() + second_worker.log_text(), 30, "the duplicate to finish")
+    wait_for(
+        lambda: "nothing to do" in worker.log_text() + second_worker.log_text(),
+        30,
+        "the duplicate to finish",
+    )

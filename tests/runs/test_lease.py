@@ -49,7 +49,10 @@ def test_stale_heartbeat_is_taken_over(run, settings):
     assert run_finish(run_id=run.pk, lease_owner="a", status="succeeded") is False
     run.refresh_from_db()
     assert (run.status, run.step) == ("running", 0)
-    assert list(RunEvent.objects.filter(run=run).values_list("kind", flat=True)) == ["claimed", "taken_over"]
+    assert list(RunEvent.objects.filter(run=run).values_list("kind", flat=True)) == [
+        "claimed",
+        "taken_over",
+    ]
 
 
 def test_finished_runs_are_not_claimed(run):
@@ -90,7 +93,9 @@ def test_cancel_a_queued_run_is_immediate(run):
     assert run.finished_at is not None
 
 
-def test_stale_runs_become_interrupted_and_resume(run, settings, django_capture_on_commit_callbacks):
+def test_stale_runs_become_interrupted_and_resume(
+    run, settings, django_capture_on_commit_callbacks
+):
     run_claim(run_id=run.pk, lease_owner="a", worker_name="w1")
     Run.objects.filter(pk=run.pk).update(
         heartbeat_at=timezone.now() - timedelta(seconds=settings.ENVLAB_STALE_SECONDS + 1)

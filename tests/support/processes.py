@@ -62,7 +62,11 @@ class Service:
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            self.args, cwd=REPO_ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
+            self.args,
+            cwd=REPO_ROOT,
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
 
@@ -74,9 +78,13 @@ class Service:
         deadline = time.monotonic() + timeout
         while not ready():
             if self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.process.returncode}:\n{self.log_text()[-4000:]}")
+                raise RuntimeError(
+                    f"{self.name} exited with {self.process.returncode}:\n{self.log_text()[-4000:]}"
+                )
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name}: {what} not seen in {timeout:g} s:\n{self.log_text()[-4000:]}")
+                raise RuntimeError(
+                    f"{self.name}: {what} not seen in {timeout:g} s:\n{self.log_text()[-4000:]}"
+                )
             time.sleep(0.2)
 
     def restart(self, ready: Callable[[], bool], timeout: float = 60) -> None:
@@ -103,9 +111,26 @@ class Service:
 def start_worker(name: str = "worker", **env: str) -> Service:
     service = Service(
         name,
-        [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", "train,default",
-         "--concurrency", "1", "--prefetch-multiplier", "1", "--loglevel", "INFO",
-         "--hostname", f"{name}@%h", "--without-gossip", "--without-mingle"],
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "worker.celery_app",
+            "worker",
+            "-Q",
+            "train,default",
+            "--concurrency",
+            "1",
+            "--prefetch-multiplier",
+            "1",
+            "--loglevel",
+            "INFO",
+            "--hostname",
+            f"{name}@%h",
+            "--without-gossip",
+            "--without-mingle",
+        ],
         service_env(**env),
     )
     service.wait_until(lambda: worker_ready(service), 60, "'ready.'")
@@ -120,8 +145,18 @@ def worker_ready(service: Service, after: int = 0) -> bool:
 def start_web(port: int, **env: str) -> Service:
     service = Service(
         "web",
-        [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--log-level", "warning"],
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "webapp.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
         service_env(**env),
     )
 

@@ -26,8 +26,23 @@ def start_redis(port: int, timeout: float = 10.0) -> None:
     data = REPO_ROOT / "var" / "test-redis"
     data.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--daemonize", "yes", "--dir", str(data), "--logfile", str(data / f"redis-{port}.log")],
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "yes",
+            "--dir",
+            str(data),
+            "--logfile",
+            str(data / f"redis-{port}.log"),
+        ],
         check=True,
     )
     deadline = time.monotonic() + timeout

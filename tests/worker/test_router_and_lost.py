@@ -9,7 +9,7 @@ from webapp.runs.config import RewardTerm, parse_run_config
 from webapp.runs.models import Rollout, Run, RunEvent
 from webapp.runs.telemetry import telemetry_record
 from worker.adapters import adapter_class
-from worker.adapters.base import EpisodeLost, EnvironmentAtCapacity
+from worker.adapters.base import EnvironmentAtCapacity, EpisodeLost
 from worker.adapters.router import ToolConflict, router_class
 from worker.datasets import episode_rows
 from worker.rewards import compile_term

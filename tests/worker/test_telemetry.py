@@ -36,19 +36,37 @@ def test_events_are_stored_in_order_then_announced(claimed_run):
     layer, channel = _listen(claimed_run.pk)
     sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.2)
     sink.metrics(1, {"reward": 0.5, "loss": 1.25, "bad": float("nan"), "text": "x"})
-    sink.rollouts([{"step": 1, "env": "echo", "messages": [{"role": "assistant", "content": "<b>hi</b>"}],
-                    "rewards": {"env_reward": 1.0}, "reward": 1.0, "advantage": 0.5}])
+    sink.rollouts(
+        [
+            {
+                "step": 1,
+                "env": "echo",
+                "messages": [{"role": "assistant", "content": "<b>hi</b>"}],
+                "rewards": {"env_reward": 1.0},
+                "reward": 1.0,
+                "advantage": 0.5,
+            }
+        ]
+    )
     sink.step_done(1)
     sink.metrics(2, {"reward": 0.75})
     sink.checkpoint(2)
     assert sink.close(timeout=10) is True
 
-    rows = list(MetricPoint.objects.filter(run=claimed_run).order_by("seq", "key").values_list("seq", "step", "key", "value"))
+    rows = list(
+        MetricPoint.objects.filter(run=claimed_run)
+        .order_by("seq", "key")
+        .values_list("seq", "step", "key", "value")
+    )
     assert rows[0][1:] == (1, "loss", 1.25)
     assert [r[1:] for r in rows] == [(1, "loss", 1.25), (1, "reward", 0.5), (2, "reward", 0.75)]
     rollout = Rollout.objects.get(run=claimed_run)
     assert (rollout.step, rollout.env, rollout.rewards, rollout.reward, rollout.advantage) == (
-        1, "echo", {"env_reward": 1.0}, 1.0, 0.5
+        1,
+        "echo",
+        {"env_reward": 1.0},
+        1.0,
+        0.5,
     )
     assert rollout.messages == [{"role": "assistant", "content": "<b>hi</b>"}]
     claimed_run.refresh_from_db()
@@ -58,7 +76,12 @@ def test_events_are_stored_in_order_then_announced(claimed_run):
 
     notes = _receive_all(layer, channel, 3)
     notes.sort(key=lambda n: n["seq"])
-    assert notes[0] == {"type": "metrics", "seq": 1, "step": 1, "values": {"reward": 0.5, "loss": 1.25}}
+    assert notes[0] == {
+        "type": "metrics",
+        "seq": 1,
+        "step": 1,
+        "values": {"reward": 0.5, "loss": 1.25},
+    }
     assert notes[1] == {"type": "rollouts", "seq": 2, "first_seq": 2, "count": 1, "step": 1}
     assert rollout.seq == 2
     assert notes[2] == {"type": "metrics", "seq": 3, "step": 2, "values": {"reward": 0.75}}
@@ -78,17 +101,25 @@ def test_a_failing_database_write_is_retried_without_losing_events(claimed_run, 
         return real(**kwargs)
 
     monkeypatch.setattr(telemetry, "telemetry_record", flaky)
-    sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.1, publish=False)
+    sink = TelemetrySink(
+        run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.1, publish=False
+    )
     for step in range(1, 6):
         sink.metrics(step, {"reward": step / 10})
     assert sink.close(timeout=20) is True
     assert sink.stats["db_errors"] == 2
-    steps = list(MetricPoint.objects.filter(run=claimed_run, key="reward").order_by("step").values_list("step", flat=True))
+    steps = list(
+        MetricPoint.objects.filter(run=claimed_run, key="reward")
+        .order_by("step")
+        .values_list("step", flat=True)
+    )
     assert steps == [1, 2, 3, 4, 5]
 
 
 def test_cancel_and_lost_lease_reach_the_training_loop(claimed_run):
-    sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.1, publish=False)
+    sink = TelemetrySink(
+        run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.1, publish=False
+    )
     Run.objects.filter(pk=claimed_run.pk).update(cancel_requested=True)
     assert sink.cancel_requested.wait(5)
     Run.objects.filter(pk=claimed_run.pk).update(lease_owner="someone-else")

@@ -39,3 +39,44 @@ class Environment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.kind})"
+
+
+class BundledServer(models.Model):
+    """One environment server this installation runs as a local process (webapp.catalog.bundled).
+
+    `desired` is what the user asked for; `status` is what was last seen. The supervisor
+    restarts a server whose desired state is running and whose process is gone.
+    """
+
+    class Desired(models.TextChoices):
+        RUNNING = "running", "Running"
+        STOPPED = "stopped", "Stopped"
+
+    class Status(models.TextChoices):
+        STARTING = "starting", "Starting"
+        RUNNING = "running", "Running"
+        STOPPED = "stopped", "Stopped"
+        FAILED = "failed", "Failed"
+
+    key = models.CharField(max_length=32, unique=True)
+    port = models.PositiveIntegerField(null=True, blank=True)
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    desired = models.CharField(max_length=16, choices=Desired.choices, default=Desired.STOPPED)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.STOPPED)
+    capacity = models.PositiveIntegerField(null=True, blank=True)
+    log_path = models.CharField(max_length=500, blank=True, default="")
+    restarts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True, default="")
+    started_at = models.DateTimeField(null=True, blank=True)
+    # When status last changed: a start claim older than the start timeout is abandoned.
+    updated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["key"]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.status})"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}" if self.port else ""
