@@ -58,6 +58,18 @@ def _model_error(model: str) -> str | None:
     return None
 
 
+def _tool_shape(tool: Any) -> str:
+    """Argument names, types and which are required: what must agree for one router to offer it."""
+    parameters = tool.get("parameters") if isinstance(tool, dict) else None
+    parameters = parameters if isinstance(parameters, dict) else {}
+    properties = parameters.get("properties") if isinstance(parameters.get("properties"), dict) else {}
+    return json.dumps(
+        [{k: (v.get("type") if isinstance(v, dict) else None) for k, v in properties.items()},
+         sorted(str(r) for r in parameters.get("required") or [] if isinstance(r, str))],
+        sort_keys=True,
+    )
+
+
 def run_config_check(*, config: RunConfig) -> dict[str, list[str]]:
     """Rules that need the database or the disk. Re-probes each environment's health."""
     errors: dict[str, list[str]] = {}
@@ -87,7 +99,7 @@ def run_config_check(*, config: RunConfig) -> dict[str, list[str]]:
                 ]
         for tool in environment.tools if isinstance(environment.tools, list) else []:
             name = str(tool.get("name", "")) if isinstance(tool, dict) else ""
-            shape = json.dumps(tool.get("parameters"), sort_keys=True) if isinstance(tool, dict) else ""
+            shape = _tool_shape(tool)
             other = tool_owner.setdefault(name, (item.name, shape))
             if other[1] != shape:
                 errors[key] = [

@@ -1,0 +1,61 @@
+"""Client for the catch environment.
+
+Synchronous use (openenv's clients are async; ``.sync()`` wraps one)::
+
+    from envs.catch.client import open_catch_env
+    from envs.catch.models import CatchAction
+
+    with open_catch_env("http://127.0.0.1:8000") as env:
+        result = env.reset(seed=3)
+        print(result.observation.text)
+        result = env.step(CatchAction(direction="left"))
+        result.reward, result.done, result.observation.outcome
+
+Server-side errors (over capacity, stepping a finished episode) surface as
+``RuntimeError("Server error: <message> (code: <CODE>)")``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from openenv.core.client_types import StepResult
+from openenv.core.env_client import EnvClient
+from openenv.core.sync_client import SyncEnvClient
+
+from envs.catch.models import CatchAction, CatchObservation, CatchState
+
+
+class CatchEnv(EnvClient[CatchAction, CatchObservation, CatchState]):
+    """Async WebSocket client: one server-side environment per client instance."""
+
+    def _step_payload(self, action: CatchAction) -> dict[str, Any]:
+        payload: dict[str, Any] = {"direction": action.direction}
+        if action.metadata:
+            payload["metadata"] = action.metadata
+        return payload
+
+    def _parse_result(self, payload: dict[str, Any]) -> StepResult[CatchObservation]:
+        obs_data = dict(payload.get("observation") or {})
+        obs_data["reward"] = payload.get("reward")
+        obs_data["done"] = bool(payload.get("done", False))
+        observation = CatchObservation.model_validate(obs_data)
+        return StepResult(
+            observation=observation,
+            reward=observation.reward,
+            done=observation.done,
+            metadata=payload.get("metadata"),
+        )
+
+    def _parse_state(self, payload: dict[str, Any]) -> CatchState:
+        return CatchState.model_validate(payload)
+
+
+def open_catch_env(
+    base_url: str, **kwargs: Any
+) -> SyncEnvClient[CatchAction, CatchObservation, CatchState]:
+    """A synchronous catch client (not yet connected; use it as a context manager)."""
+    return cast(
+        SyncEnvClient[CatchAction, CatchObservation, CatchState],
+        CatchEnv(base_url=base_url, **kwargs).sync(),
+    )

@@ -1,0 +1,65 @@
+"""Client for the sudoku environment.
+
+Synchronous use (openenv's clients are async; ``.sync()`` wraps one)::
+
+    from envs.sudoku.client import open_sudoku_env
+    from envs.sudoku.models import SudokuAction
+
+    with open_sudoku_env("http://127.0.0.1:8000") as env:
+        result = env.reset(seed=7, blanks=20)
+        print(result.observation.text)
+        result = env.step(SudokuAction(row=1, column=3, digit=4))
+        result.observation.accepted, result.observation.progress, result.reward
+
+Server-side errors (over capacity, stepping a finished episode, a bad ``blanks``)
+surface as ``RuntimeError("Server error: <message> (code: <CODE>)")``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from openenv.core.client_types import StepResult
+from openenv.core.env_client import EnvClient
+from openenv.core.sync_client import SyncEnvClient
+
+from envs.sudoku.models import SudokuAction, SudokuObservation, SudokuState
+
+
+class SudokuEnv(EnvClient[SudokuAction, SudokuObservation, SudokuState]):
+    """Async WebSocket client: one server-side environment per client instance."""
+
+    def _step_payload(self, action: SudokuAction) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "row": action.row,
+            "column": action.column,
+            "digit": action.digit,
+        }
+        if action.metadata:
+            payload["metadata"] = action.metadata
+        return payload
+
+    def _parse_result(self, payload: dict[str, Any]) -> StepResult[SudokuObservation]:
+        obs_data = dict(payload.get("observation") or {})
+        obs_data["reward"] = payload.get("reward")
+        obs_data["done"] = bool(payload.get("done", False))
+        observation = SudokuObservation.model_validate(obs_data)
+        return StepResult(
+            observation=observation,
+            reward=observation.reward,
+            done=observation.done,
+            metadata=payload.get("metadata"),
+        )
+
+    def _parse_state(self, payload: dict[str, Any]) -> SudokuState:
+        return SudokuState.model_validate(payload)
+
+
+def open_sudoku_env(
+    base_url: str, **kwargs: Any
+) -> SyncEnvClient[SudokuAction, SudokuObservation, SudokuState]:
+    """A synchronous sudoku client (not yet connected; use it as a context manager)."""
+    return cast(
+        SyncEnvClient[SudokuAction, SudokuObservation, SudokuState],
+        SudokuEnv(base_url=base_url, **kwargs).sync(),
+    )

@@ -1,0 +1,62 @@
+"""The catch environment as TRL sees it: `move(direction)` and `stay()` tools.
+
+`reward` is the episode's result: 0.0 until the ball lands, then +1.0 or -1.0 (the base
+class keeps the best reward seen, which would hide a miss).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from worker.adapters.base import OpenEnvAdapter
+
+MOVES = ("left", "right")
+
+
+class CatchAdapter(OpenEnvAdapter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.won = False
+
+    def _open_client(self) -> Any:
+        from envs.catch.client import CatchEnv  # openenv lazily: see worker/adapters/echo.py
+
+        return CatchEnv(base_url=self.base_url).sync()
+
+    def reset(self, **row: Any) -> str | None:
+        self.won = False
+        result = self._start(seed=row.get("seed"))
+        return "\n" + result.observation.text
+
+    def move(self, direction: str) -> str:
+        """Move the paddle one column; the ball then falls one row.
+
+        Args:
+            direction: Which way to move the paddle. (choices: ["left", "right"])
+
+        Returns:
+            The grid after the move, and the outcome once the ball has landed.
+        """
+        chosen = direction.strip().lower() if isinstance(direction, str) else direction
+        if chosen not in MOVES:
+            raise ValueError(
+                f"direction must be 'left' or 'right', got {direction!r} "
+                "(call stay() to keep the paddle where it is)"
+            )
+        return self._play(chosen)
+
+    def stay(self) -> str:
+        """Keep the paddle where it is; the ball falls one row.
+
+        Returns:
+            The grid after the move, and the outcome once the ball has landed.
+        """
+        return self._play("stay")
+
+    def _play(self, direction: str) -> str:
+        from envs.catch.models import CatchAction
+
+        result = self._step(CatchAction(direction=direction))
+        self.reward = float(result.reward or 0.0)
+        self.won = result.observation.outcome == "caught"
+        return str(result.observation.text)

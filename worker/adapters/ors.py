@@ -1,0 +1,561 @@
+"""Open Reward Standard (ORS) environments as TRL sees them.
+
+`ors_adapter_class(...)` asks an ORS server for an environment's tools and builds a class
+for TRL's `environment_factory`: a no-argument constructor, `reset(**row)` that opens a
+fresh session on the row's `task_index`, and one typed, documented method per ORS tool.
+`ors_rows(...)` builds the matching dataset rows, the task's prompt included.
+
+Built on the openreward SDK's async client, not on TRL's `OpenRewardSpec` (see
+envs/ors/NOTES.md for why). The SDK is imported lazily: importing it costs seconds.
+
+Episode reward: `reward` is the last non-null per-call reward (0.0 before any), TRL's
+`OpenRewardSpec` convention; `rewards` keeps every call's reward in order. A session the
+server no longer knows (it restarted), a transport failure or a tool that crashed on the
+server sets `lost`: the call raises `EpisodeLost` and the rollout is unscored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import json
+import keyword
+import logging
+import os
+import re
+import threading
+import urllib.request
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+from urllib.parse import urlsplit
+
+from worker.adapters.base import EpisodeLost
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Names TRL or our reward terms read on an adapter instance: a tool may not shadow them.
+RESERVED_NAMES = frozenset(
+    {"reset", "get_reward", "reward", "rewards", "lost", "done", "tool_calls", "tool_failures"}
+    | {"env_name", "base_url", "split", "splits", "tool_names"}
+)
+_JSON_TYPES: dict[str, type] = {
+    "string": str, "integer": int, "number": float, "boolean": bool, "array": list, "object": dict,
+}  # fmt: skip
+_ENV_NAME = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)?$")
+_DOC_SECTION = re.compile(r"(Args:|Returns:|Raises:)")
+SETUP_TIMEOUT_S = 120.0  # open/close a session, list tools or tasks
+CALL_TIMEOUT_S = 600.0  # one tool call; the SDK itself retries transport errors for ~15 s
+MAX_ERROR_CHARS = 1000  # a refused call's message goes back to the model
+
+
+# --- the SDK's event loop --------------------------------------------------------------
+
+
+class _SdkLoop:
+    """One event-loop thread per process for the async SDK, with timeouts on every call.
+
+    The SDK's own sync wrappers wait without a timeout; this one never hangs a rollout
+    (or interpreter shutdown) on a dead loop or server.
+    """
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="envlab-ors", daemon=True)
+        self.thread.start()
+        self.apis: dict[tuple[str, str | None], Any] = {}  # only touched on the loop thread
+
+    def alive(self) -> bool:
+        return self.thread.is_alive() and not self.loop.is_closed()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"the ORS server did not answer within {timeout:.0f} s") from None
+
+
+_loop_lock = threading.Lock()
+_loop: _SdkLoop | None = None
+
+
+def _sdk_loop() -> _SdkLoop:
+    """The process's loop; a forked child (a Celery pool worker) gets its own."""
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop.pid != os.getpid() or not _loop.alive():
+            _loop = _SdkLoop()
+        return _loop
+
+
+# --- where an environment lives ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OrsTarget:
+    """One environment on one ORS server; the API key is referenced by variable name."""
+
+    base_url: str
+    env_name: str
+    split: str = "train"
+    api_key_env: str | None = None
+
+    @classmethod
+    def parse(
+        cls, *, base_url: str, env_name: str, split: str, api_key_env: str | None
+    ) -> OrsTarget:
+        parts = urlsplit((base_url or "").strip())
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+        if parts.path.strip("/") or parts.query or parts.fragment:
+            # The SDK sends absolute paths ("/create_session"), which drop any prefix.
+            raise ValueError(f"base_url must be a server origin without a path, got {base_url!r}")
+        if not _ENV_NAME.match(env_name or ""):
+            raise ValueError(
+                f"env_name must be a server environment name or 'owner/name', got {env_name!r}"
+            )
+        if not split or not isinstance(split, str):
+            raise ValueError("split must be a non-empty string")
+        if api_key_env is not None and not os.environ.get(api_key_env):
+            raise ValueError(f"environment variable {api_key_env} (the ORS API key) is not set")
+        # No trailing slash: the SDK builds its keep-alive URL as f"{base_url}/ping".
+        return cls(f"{parts.scheme}://{parts.netloc}", env_name, split, api_key_env)
+
+    def api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+    async def environment(self) -> Any:
+        """The SDK's environment handle (create it on the loop thread: aiohttp needs a loop).
+
+        A plain name is one environment of a self-hosted server (the path prefix
+        ``/{env_name}``); ``owner/name`` is a catalog deployment (``X-Deployment``).
+        """
+        from openreward import AsyncEnvironmentsAPI
+
+        apis = _sdk_loop().apis
+        key = (self.base_url, self.api_key())
+        if key not in apis:
+            # Passing the URLs here is the single-host override: no OPENREWARD_*_URL needed.
+            apis[key] = AsyncEnvironmentsAPI(self.base_url, key[1], api_base_url=self.base_url)  # type: ignore[arg-type]
+        if "/" in self.env_name:
+            return apis[key].get(self.env_name)
+        return apis[key].get(self.env_name, variant=self.env_name)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = SETUP_TIMEOUT_S) -> T:
+        return _sdk_loop().run(coro, timeout)
+
+    def describe_error(self, exc: BaseException) -> str:
+        status = getattr(exc, "status", None)
+        detail = getattr(exc, "message", None) if status is not None else None
+        text = f"HTTP {status}: {detail}" if status is not None else f"{type(exc).__name__}: {exc}"
+        return f"ORS environment {self.env_name!r} at {self.base_url}: {text}"
+
+
+# --- dataset rows ----------------------------------------------------------------------
+
+
+def _blocks_text(blocks: Sequence[Any]) -> str:
+    return "\n".join(str(b.text) for b in blocks if getattr(b, "type", None) == "text" and b.text)
+
+
+async def _prompt_text(target: OrsTarget, index: int) -> str:
+    """A task's prompt: the SDK serves it only inside a session on that task."""
+    session = (await target.environment()).session(split=target.split, index=index)
+    await session.__aenter__()
+    try:
+        return _blocks_text(await session.get_prompt())
+    finally:
+        await session.__aexit__(None, None, None)
+
+
+async def _rows(
+    target: OrsTarget, num_tasks: int | None, indices: list[int] | None
+) -> list[dict[str, Any]]:
+    env = await target.environment()
+    if target.split not in await env.list_splits():
+        raise ValueError(f"{target.env_name!r} has no split {target.split!r}")
+    total = await env.num_tasks(target.split)
+    if indices is not None:
+        bad = [
+            i
+            for i in indices
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < total
+        ]
+        if bad:
+            raise ValueError(
+                f"task indices {bad} are outside split {target.split!r} (0..{total - 1})"
+            )
+        chosen = list(indices)
+    else:
+        chosen = list(range(total if num_tasks is None else min(num_tasks, total)))
+    limit = asyncio.Semaphore(8)
+
+    async def one(index: int) -> str:
+        async with limit:
+            return await _prompt_text(target, index)
+
+    prompts = await asyncio.gather(*(one(i) for i in chosen))
+    return [
+        {
+            "prompt": [{"role": "user", "content": text}],
+            "task_index": index,
+            "split": target.split,
+            "env": target.env_name,
+        }
+        for index, text in zip(chosen, prompts, strict=True)
+    ]
+
+
+def ors_rows(
+    *,
+    base_url: str,
+    env_name: str,
+    split: str = "train",
+    num_tasks: int | None = None,
+    indices: list[int] | None = None,
+    api_key_env: str | None = None,
+) -> list[dict[str, Any]]:
+    """Dataset rows for an ORS split: ``prompt`` (the task's prompt as one user message),
+    ``task_index`` (what `reset` opens), ``split`` and ``env``.
+
+    ``num_tasks`` takes the first tasks (capped at the split's size); ``indices`` picks
+    tasks; give at most one. Opens one short session per task to read its prompt.
+    """
+    if num_tasks is not None and indices is not None:
+        raise ValueError("give num_tasks or indices, not both")
+    if num_tasks is not None and (
+        isinstance(num_tasks, bool) or not isinstance(num_tasks, int) or num_tasks < 1
+    ):
+        raise ValueError(f"num_tasks must be a positive integer, got {num_tasks!r}")
+    target = OrsTarget.parse(
+        base_url=base_url, env_name=env_name, split=split, api_key_env=api_key_env
+    )
+    try:
+        return target.run(_rows(target, num_tasks, indices), timeout=SETUP_TIMEOUT_S * 4)
+    except ValueError:
+        raise
+    except Exception as exc:
+        raise _setup_error(target, exc) from exc
+
+
+def _setup_error(target: OrsTarget, exc: BaseException) -> Exception:
+    """404 names something the server does not have (a caller's mistake); else unreachable."""
+    if getattr(exc, "status", None) != 404:
+        return RuntimeError(target.describe_error(exc))
+    served = _served_environments(target.base_url) if "/" not in target.env_name else None
+    if served is not None and target.env_name.lower() not in served:
+        return ValueError(
+            f"ORS server {target.base_url} has no environment {target.env_name!r}; it serves {served}"
+        )
+    return ValueError(target.describe_error(exc))
+
+
+def _served_environments(base_url: str) -> list[str] | None:
+    """``GET /list_environments`` of a self-hosted ORS server (None if it does not answer)."""
+    try:
+        with urllib.request.urlopen(f"{base_url}/list_environments", timeout=5) as response:
+            names = json.load(response)
+    except (OSError, ValueError):
+        return None
+    return [str(n) for n in names] if isinstance(names, list) else None
+
+
+# --- tool methods from JSON schemas ----------------------------------------------------
+
+
+def _annotation(tool: str, arg: str, prop: Mapping[str, Any]) -> Any:
+    """string/integer/number/boolean/array/object, optionally nullable (``anyOf`` with null)."""
+    options = prop.get("anyOf") or prop.get("oneOf")
+    kinds: list[Any] = options if options else [prop]
+    types = [k["type"] for k in kinds if isinstance(k, Mapping) and "type" in k]
+    if len(types) == 1 and isinstance(types[0], list):
+        types = list(types[0])
+    if not types and prop.get("enum"):  # a bare enum, as pydantic writes a Literal
+        values = prop["enum"]
+        if all(isinstance(v, str) for v in values):
+            types = ["string"]
+        elif all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            types = ["integer"]
+    nullable = "null" in types
+    concrete = [t for t in types if t != "null"]
+    if len(concrete) != 1 or concrete[0] not in _JSON_TYPES:
+        raise ValueError(
+            f"ORS tool {tool!r}: argument {arg!r} has an unsupported JSON schema {dict(prop)!r}; "
+            "supported: string, integer, number, boolean, array, object (optionally nullable)"
+        )
+    python_type = _JSON_TYPES[concrete[0]]
+    return python_type | None if nullable else python_type
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _tool_method(spec: Any) -> Callable[..., str]:
+    """A method with the tool's name, typed signature and Google-style docstring, so that
+    ``transformers.utils.get_json_schema`` (what TRL shows the model) describes it exactly."""
+    name = spec.name
+    if (
+        not name.isidentifier()
+        or keyword.iskeyword(name)
+        or name.startswith("_")
+        or name in RESERVED_NAMES
+    ):
+        raise ValueError(
+            f"ORS tool name {name!r} cannot be a Python method (or shadows an adapter attribute)"
+        )
+    schema = spec.input_schema or {}
+    properties: Mapping[str, Any] = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {}
+    arg_docs: list[str] = []
+    ordered = [p for p in properties if p in required] + [
+        p for p in properties if p not in required
+    ]
+    for arg in ordered:
+        prop = properties[arg]
+        if not arg.isidentifier() or keyword.iskeyword(arg) or arg == "self":
+            raise ValueError(
+                f"ORS tool {name!r}: argument name {arg!r} cannot be a Python parameter"
+            )
+        annotations[arg] = _annotation(name, arg, prop)
+        default = inspect.Parameter.empty if arg in required else prop.get("default")
+        parameters.append(
+            inspect.Parameter(
+                arg,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=default,
+                annotation=annotations[arg],
+            )
+        )
+        description = _one_line(prop.get("description") or prop.get("title") or arg)
+        if prop.get("enum"):
+            description += f" (choices: {json.dumps(list(prop['enum']))})"
+        arg_docs.append(f"    {arg}: {description}")
+    summary = _DOC_SECTION.split(spec.description or "")[0].strip() or f"Call the {name} tool."
+    signature = inspect.Signature(parameters, return_annotation=str)
+
+    def method(self: OrsAdapter, *args: Any, **kwargs: Any) -> str:
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError as exc:
+            self.tool_calls += 1
+            self.tool_failures += 1
+            raise TypeError(f"{name}: {exc}") from None
+        arguments = {k: v for k, v in bound.arguments.items() if k != "self"}
+        return self._call_tool(name, arguments)
+
+    method.__name__ = name
+    method.__doc__ = summary + ("\n\nArgs:\n" + "\n".join(arg_docs) if arg_docs else "")
+    method.__signature__ = signature  # type: ignore[attr-defined]
+    method.__annotations__ = {**annotations, "return": str}
+    return method
+
+
+# --- the adapter -----------------------------------------------------------------------
+
+
+class OrsAdapter:
+    """One rollout's ORS session. Build subclasses with `ors_adapter_class`."""
+
+    env_name: ClassVar[str] = ""  # a label (the run's name for the environment)
+    base_url: ClassVar[str] = ""
+    split: ClassVar[str] = "train"  # for rows without a "split"
+    splits: ClassVar[tuple[str, ...]] = ()
+    tool_names: ClassVar[tuple[str, ...]] = ()
+    _target: ClassVar[OrsTarget | None] = None
+
+    def __init__(self) -> None:
+        if self._target is None:
+            raise TypeError("OrsAdapter is abstract: build a class with ors_adapter_class(...)")
+        self._session: Any = None
+        self._task_index: int | None = None
+        self.rewards: list[float | None] = []
+        self.reward: float = 0.0
+        self.lost = False
+        self.done = False
+        self.tool_calls = 0
+        self.tool_failures = 0
+
+    def reset(self, **row: Any) -> str | None:
+        """Close the previous session and open one on ``row["task_index"]`` of
+        ``row["split"]`` (default: the class's split).
+
+        Returns None when the row's prompt already holds the task's prompt (rows from
+        `ors_rows`), else the task's prompt after a newline.
+        """
+        target = self._target
+        assert target is not None
+        index = row.get("task_index")
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise ValueError(f"an ORS row needs a non-negative integer 'task_index', got {index!r}")
+        split = row.get("split") or target.split
+        if split not in self.splits:
+            raise ValueError(
+                f"row asks for split {split!r}; {self.env_name!r} has {list(self.splits)}"
+            )
+        self._close()
+        self.rewards = []
+        self.reward = 0.0
+        self.lost = False
+        self.done = False
+        self.tool_calls = 0
+        self.tool_failures = 0
+        self._task_index = index
+        try:
+            self._session, prompt = target.run(self._open(target, split, index))
+        except Exception as exc:
+            raise RuntimeError(
+                f"cannot open a session on task {index}: {target.describe_error(exc)}"
+            ) from exc
+        return None if prompt and prompt in _row_text(row) else "\n" + prompt
+
+    @staticmethod
+    async def _open(target: OrsTarget, split: str, index: int) -> tuple[Any, str]:
+        session = (await target.environment()).session(split=split, index=index)
+        await session.__aenter__()
+        try:
+            return session, _blocks_text(await session.get_prompt())
+        except BaseException:
+            await session.__aexit__(None, None, None)
+            raise
+
+    def _call_tool(self, name: str, arguments: dict[str, Any]) -> str:
+        from openreward.api.errors import ToolCallError
+
+        target = self._target
+        assert target is not None
+        if self.lost:
+            raise EpisodeLost("The ORS session was lost; this rollout is unscored.")
+        if self._session is None:
+            raise RuntimeError("No episode in progress: reset() opens one.")
+        if self.done:
+            raise RuntimeError("Game over.")
+        self.tool_calls += 1
+        try:
+            out = target.run(self._session.call_tool(name, arguments), timeout=CALL_TIMEOUT_S)
+        except ToolCallError as exc:
+            # Refused before running: bad arguments, or the episode is already over.
+            self.tool_failures += 1
+            if exc.reason == "episode_finished":
+                self.done = True
+                raise RuntimeError("Game over.") from None
+            raise ValueError(exc.detail[:MAX_ERROR_CHARS]) from None
+        except Exception as exc:
+            # 404/410 (the server forgot the session: it restarted), transport failure,
+            # timeout, or a tool that crashed server-side (the SDK kills the session).
+            self.tool_failures += 1
+            self.lost = True
+            log.warning(
+                "%s: session on task %s lost: %s",
+                self.env_name,
+                self._task_index,
+                target.describe_error(exc),
+            )
+            raise EpisodeLost(
+                f"The ORS session was lost ({target.describe_error(exc)}); this rollout is unscored."
+            ) from exc
+        reward = None if out.reward is None else float(out.reward)
+        self.rewards.append(reward)
+        if reward is not None:
+            self.reward = reward
+        self.done = bool(out.finished)
+        return _blocks_text(out.blocks or []) or "(no output)"
+
+    def _close(self) -> None:
+        """End the session without waiting: the server's answer changes nothing here, and
+        a dead server would hold the next reset for the SDK's retries (seconds)."""
+        session, self._session = self._session, None
+        loop = _loop
+        if session is None or loop is None or loop.pid != os.getpid() or not loop.alive():
+            return  # no loop to run on: the server reaps sessions idle for 15 minutes
+        future = asyncio.run_coroutine_threadsafe(session.__aexit__(None, None, None), loop.loop)
+        env_name = self.env_name
+
+        def report(done: concurrent.futures.Future[None]) -> None:
+            if not done.cancelled() and done.exception() is not None:
+                log.debug("closing %s session failed: %s", env_name, done.exception())
+
+        future.add_done_callback(report)
+
+    def __del__(self) -> None:
+        try:
+            self._close()
+        except Exception:  # never raise from a finaliser
+            pass
+
+
+def _row_text(row: Mapping[str, Any]) -> str:
+    prompt = row.get("prompt")
+    if isinstance(prompt, str):
+        return prompt
+    parts: list[str] = []
+    for message in prompt or []:
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(str(c.get("text", "")) for c in content if isinstance(c, Mapping))
+    return "\n".join(parts)
+
+
+async def _describe(target: OrsTarget) -> tuple[list[str], list[Any], Any]:
+    env = await target.environment()
+    return await env.list_splits(), await env.list_tools(), await env.terminal_tool()
+
+
+def ors_adapter_class(
+    *, base_url: str, env_name: str, split: str = "train", api_key_env: str | None = None
+) -> type[OrsAdapter]:
+    """An `environment_factory` class for one ORS environment: one method per shared ORS tool.
+
+    ``env_name`` is an environment on a self-hosted server (``guessnumber``) or a catalog
+    deployment (``owner/name``, with ``base_url`` the sessions host and ``api_key_env``
+    naming the variable that holds the key). Asks the server for its splits and tools now.
+    """
+    target = OrsTarget.parse(
+        base_url=base_url, env_name=env_name, split=split, api_key_env=api_key_env
+    )
+    try:
+        splits, tools, terminal = target.run(_describe(target))
+    except Exception as exc:
+        raise _setup_error(target, exc) from exc
+    if split not in splits:
+        raise ValueError(f"{env_name!r} has no split {split!r}; it has {splits}")
+    if terminal is not None:
+        raise ValueError(
+            f"{env_name!r} grades through the @terminal tool {terminal.name!r}, which TRL's tool "
+            "loop never calls: its rollouts would never be scored"
+        )
+    if not tools:
+        raise ValueError(f"{env_name!r} lists no tools")
+    methods = {spec.name: _tool_method(spec) for spec in tools}
+    class_name = (
+        "Ors"
+        + "".join(p.capitalize() for p in re.split(r"[^A-Za-z0-9]+", env_name) if p)
+        + "Adapter"
+    )
+    cls = type(
+        class_name,
+        (OrsAdapter,),
+        {
+            "env_name": env_name,
+            "base_url": target.base_url,
+            "split": split,
+            "splits": tuple(splits),
+            "tool_names": tuple(methods),
+            "_target": target,
+            "__module__": __name__,
+            **methods,
+        },
+    )
+    for name, method in methods.items():
+        method.__qualname__ = f"{class_name}.{name}"
+    return cls
