@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bench.common import ROOT, setup_django, write_result
 
-BENCHMARKS = ["live_latency", "training_overhead"]
+BENCHMARKS = ["live_latency", "training_overhead", "adapter_overhead"]
 
 
 def render(results: dict[str, dict]) -> str:
@@ -46,6 +46,29 @@ def render(results: dict[str, dict]) -> str:
             "",
             f"Ratio of medians: **{over['ratio']:.3f}** (target <= {over['target']}: "
             f"{'met' if over['pass'] else 'NOT met'}).",
+            "",
+        ]
+    adapter = results.get("adapter_overhead")
+    if adapter:
+        lines += [
+            "## Environment adapter vs the bare openenv client (same echo server)",
+            "",
+            "| measure | bare client (baseline) | adapter | ratio |",
+            "|---|---|---|---|",
+            f"| tool-call round trip, p50 ms ({adapter['calls']} calls) | {adapter['bare_call_p50_ms']} | "
+            f"{adapter['adapter_call_p50_ms']} | {adapter['call_ratio']} |",
+            f"| tool-call round trip, p99 ms | {adapter['bare_call_p99_ms']} | {adapter['adapter_call_p99_ms']} | |",
+            f"| steps/s, {adapter['sessions']} concurrent sessions, {adapter['seconds']:g} s, "
+            f"a fresh client per episode on both sides | {adapter['bare_fresh_steps_per_s']} | "
+            f"{adapter['adapter_steps_per_s']} | {adapter['throughput_ratio']} |",
+            f"| steps/s, bare client keeping one connection per session | "
+            f"{adapter['bare_persistent_steps_per_s']} | {adapter['adapter_steps_per_s']} | "
+            f"{adapter['fresh_client_cost_ratio']} |",
+            "",
+            "The adapter opens a fresh client at every reset (a restarted server must not carry an",
+            "old episode on); the last row is what that rule costs against the cheapest use of the",
+            "bare client. Target <= "
+            f"{adapter['target']}x on the like-for-like rows (first two): {'met' if adapter['pass'] else 'NOT met'}.",
             "",
         ]
     notes = sorted({r["conditions"] for r in results.values() if r.get("conditions")})

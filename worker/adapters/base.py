@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
+from worker.adapters.loop import LoopClient
+
 log = logging.getLogger(__name__)
 
 
@@ -74,7 +76,7 @@ class OpenEnvAdapter:
         self.tool_calls = 0
         self.tool_failures = 0
         self._steps = 0
-        self._client = self._open_client()
+        self._client = LoopClient(self._open_client())
         try:
             self._client.connect()
             result = self._client.reset(**reset_kwargs)
@@ -121,7 +123,7 @@ class OpenEnvAdapter:
         """After a failed step: does the server still hold this episode? Unknown counts as gone:
         an unscored rollout is safe, a rollout scored on another episode is not."""
         try:
-            state = self._client.state()
+            state = self._client.state(timeout=10)
         except Exception:
             return True
         episode = getattr(state, "episode_id", None)
@@ -130,4 +132,9 @@ class OpenEnvAdapter:
         return bool(self._episode_id) and episode != self._episode_id
 
     def __del__(self) -> None:
-        self._close()
+        client, self._client = getattr(self, "_client", None), None
+        if client is not None:
+            try:
+                client.close_soon()
+            except Exception:  # noqa: S110 - best effort while being collected
+                pass
