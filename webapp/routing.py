@@ -1,5 +1,9 @@
 from django.urls import path
 
+from webapp.catalog.routing import websocket_urlpatterns as catalog_websocket_urlpatterns
 from webapp.runs.consumers import RunConsumer
 
-websocket_urlpatterns = [path("ws/runs/<int:run_id>/", RunConsumer.as_asgi())]
+websocket_urlpatterns = [
+    path("ws/runs/<int:run_id>/", RunConsumer.as_asgi()),
+    *catalog_websocket_urlpatterns,
+]

@@ -6,5 +6,6 @@ urlpatterns = [
     path("api/", include("webapp.api.urls")),
     path("", include("webapp.accounts.urls")),
     path("", include("webapp.catalog.urls")),
+    path("", include("webapp.catalog.console_urls")),
     path("", include("webapp.runs.urls")),
 ]

@@ -69,3 +69,15 @@ def recheck_environments() -> int:
     from webapp.catalog.services import environments_recheck
 
     return environments_recheck(older_than_seconds=settings.ENVLAB_RECHECK_SECONDS / 2)
+
+
+@shared_task(name="worker.tasks.supervise_bundled", ignore_result=True)
+def supervise_bundled() -> list[str]:
+    """Restart bundled environment servers whose process is gone (beat, every few seconds)."""
+    _setup_django()
+    from webapp.catalog.bundled import bundled_supervise
+
+    actions = bundled_supervise()
+    for action in actions:
+        log.info("bundled servers: %s", action)
+    return actions

@@ -427,6 +427,51 @@ def test_register_form_shows_service_errors_next_to_fields_and_stores_nothing(
     assert Environment.objects.count() == 1
 
 
+def test_register_form_offers_every_argument_of_the_service(owner_client: Client) -> None:
+    content = owner_client.get(reverse("environment-list")).content.decode()
+
+    for name in [
+        "name",
+        "kind",
+        "base_url",
+        "image",
+        "ors_catalog",
+        "ors_env",
+        "api_key_env",
+        "capacity",
+        "measure_capacity",
+    ]:
+        assert f'id="field-{name}"' in content, name
+    assert '<option value="" selected>detect</option>' in field_block(content, "field-kind")
+    assert 'type="checkbox" name="measure_capacity"' in field_block(
+        content, "field-measure_capacity"
+    )
+
+
+def test_register_form_maps_errors_of_the_new_fields_and_stores_nothing(
+    owner_client: Client,
+) -> None:
+    response = owner_client.post(
+        reverse("environment-list"),
+        {
+            "name": "x",
+            "kind": "ors",
+            "image": "Not An Image",
+            "api_key_env": "lower",
+            "capacity": "",
+        },
+    )
+
+    content = response.content.decode()
+    assert "not a container image reference like &#x27;registry/name:tag&#x27;" in field_block(
+        content, "field-image"
+    )
+    assert "the name of an environment variable, like OPENREWARD_API_KEY" in field_block(
+        content, "field-api_key_env"
+    )
+    assert Environment.objects.count() == 0
+
+
 def test_register_form_reports_an_unreachable_server(owner_client: Client) -> None:
     port = free_port()
 
@@ -459,6 +504,66 @@ def test_environment_detail_shows_metadata_tools_parameters_and_last_error(
     )
     assert XSS not in content
     assert f'action="{reverse("environment-probe", args=[echo_env.pk])}"' in content
+    assert f'action="{reverse("environment-measure-capacity", args=[echo_env.pk])}"' in content
+    assert '<dd id="environment-capacity">16</dd>' in content
+    assert 'id="environment-splits"' not in content
+
+
+def test_environment_detail_shows_ors_splits_and_the_capacity_source(
+    owner_client: Client, owner: User
+) -> None:
+    environment = Environment.objects.create(
+        owner=owner,
+        name="ors-echo",
+        kind=Environment.Kind.ORS,
+        base_url="http://127.0.0.1:9",
+        status=Environment.Status.UNHEALTHY,
+        last_error="cannot connect",
+        capacity=8,
+        metadata={
+            "ors_env": "echo",
+            "splits": {"train": 32, XSS: None},
+            "capacity_source": "declared",
+        },
+        checked_at=timezone.now(),
+    )
+
+    content = owner_client.get(
+        reverse("environment-detail", args=[environment.pk])
+    ).content.decode()
+
+    assert re.findall(
+        r'<tr class="split-row"><td><code>(.*?)</code></td><td>(.*?)</td></tr>', content
+    ) == [
+        ("train", "32"),
+        (html.escape(XSS), "unknown"),
+    ]
+    assert (
+        '<dd id="environment-capacity">8 <span class="muted capacity-source">(declared)</span></dd>'
+        in content
+    )
+    assert '<span class="badge status-unhealthy">unhealthy</span>' in content
+    assert 'id="measure-capacity-form"' not in content  # OpenEnv servers only
+    assert XSS not in content
+
+
+def test_measure_capacity_of_an_ors_environment_is_refused_with_a_message(
+    owner_client: Client, owner: User
+) -> None:
+    environment = Environment.objects.create(
+        owner=owner, name="ors-echo", kind=Environment.Kind.ORS, base_url="http://127.0.0.1:9"
+    )
+
+    response = owner_client.post(
+        reverse("environment-measure-capacity", args=[environment.pk]), follow=True
+    )
+
+    assert (
+        html.escape("Cannot measure 'ors-echo': capacity can be measured on OpenEnv servers only")
+        in response.content.decode()
+    )
+    environment.refresh_from_db()
+    assert environment.capacity is None
 
 
 def test_probe_now_stores_what_the_server_says(owner_client: Client, echo_env: Environment) -> None:
@@ -764,6 +869,7 @@ def test_admin_lists_render_with_rows(
         "runs/runevent",
         "runs/workerheartbeat",
         "catalog/environment",
+        "catalog/bundledserver",
     ]:
         response = admin_client_logged_in.get(f"/admin/{model}/?q=my")
         assert response.status_code == 200, model

@@ -4,7 +4,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from webapp.catalog.models import Environment
+from webapp.catalog.bundled import BUNDLED, BundledError, bundled_start, bundled_stop
+from webapp.catalog.models import BundledServer, Environment
 from webapp.catalog.services import environment_probe
 
 
@@ -38,3 +39,66 @@ class EnvironmentAdmin(admin.ModelAdmin):
             environment = environment_probe(environment=environment)
             healthy += environment.status == Environment.Status.HEALTHY
         self.message_user(request, f"Probed {queryset.count()}; {healthy} healthy.", messages.INFO)
+
+
+@admin.register(BundledServer)
+class BundledServerAdmin(admin.ModelAdmin):
+    """Rows are written by webapp.catalog.bundled only: start and stop through the actions."""
+
+    list_display = [
+        "key",
+        "status",
+        "desired",
+        "port",
+        "pid",
+        "capacity",
+        "restarts",
+        "started_at",
+        "log_path",
+    ]
+    list_filter = ["status", "desired"]
+    search_fields = ["key"]
+    readonly_fields = [
+        "key",
+        "port",
+        "pid",
+        "desired",
+        "status",
+        "capacity",
+        "log_path",
+        "restarts",
+        "last_error",
+        "started_at",
+        "updated_at",
+    ]
+    actions = ["start_selected", "stop_selected"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Start selected bundled servers")
+    def start_selected(self, request: HttpRequest, queryset: QuerySet[BundledServer]) -> None:
+        for server in queryset:
+            if server.key not in BUNDLED:
+                continue
+            try:
+                started = bundled_start(key=server.key)
+            except BundledError as exc:
+                self.message_user(request, f"{server.key}: {exc}", messages.ERROR)
+                continue
+            if started.status == BundledServer.Status.RUNNING:
+                self.message_user(
+                    request, f"{started.key} runs at {started.url}.", messages.SUCCESS
+                )
+            else:
+                first_line = (started.last_error or "no error recorded").splitlines()[0]
+                self.message_user(
+                    request, f"{started.key} did not start: {first_line}", messages.ERROR
+                )
+
+    @admin.action(description="Stop selected bundled servers")
+    def stop_selected(self, request: HttpRequest, queryset: QuerySet[BundledServer]) -> None:
+        keys = [server.key for server in queryset if server.key in BUNDLED]
+        for key in keys:
+            bundled_stop(key=key)
+        self.message_user(request, f"Stopped {', '.join(keys) or 'nothing'}.", messages.INFO)

@@ -1,18 +1,41 @@
-"""Pages of the environment catalog: list and register, detail, probe."""
+"""Pages of the environment catalog: list and register, detail, probe, bundled servers.
+
+Access: every page needs a login; any logged-in user may register, probe, measure, and
+start or stop the bundled servers. This is a single-machine lab where every account is a
+trusted operator; a shared deployment would restrict start/stop to staff here.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.db import connections
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from webapp.catalog.forms import EnvironmentRegisterForm
-from webapp.catalog.models import Environment
-from webapp.catalog.services import EnvironmentRejected, environment_probe, environment_register
+from webapp.catalog.bundled import (
+    BUNDLED,
+    BundledError,
+    bundled_overview,
+    bundled_register,
+    bundled_start,
+    bundled_stop,
+    process_is_ours,
+)
+from webapp.catalog.forms import BundledStartForm, EnvironmentRegisterForm
+from webapp.catalog.models import BundledServer, Environment
+from webapp.catalog.services import (
+    EnvironmentRejected,
+    environment_measure_capacity,
+    environment_probe,
+    environment_register,
+)
 
 
 def _add_service_errors(form: EnvironmentRegisterForm, errors: dict[str, list[str]]) -> None:
@@ -28,11 +51,18 @@ def environment_list(request: HttpRequest) -> HttpResponse:
     form = EnvironmentRegisterForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         try:
+            data = form.cleaned_data
             environment = environment_register(
                 owner=request.user,
-                name=form.cleaned_data["name"],
-                base_url=form.cleaned_data["base_url"],
-                capacity=form.cleaned_data["capacity"],
+                name=data["name"],
+                kind=data["kind"],
+                base_url=data["base_url"],
+                image=data["image"],
+                ors_catalog=data["ors_catalog"],
+                ors_env=data["ors_env"],
+                api_key_env=data["api_key_env"],
+                capacity=data["capacity"],
+                measure_capacity=data["measure_capacity"],
             )
         except EnvironmentRejected as exc:
             _add_service_errors(form, exc.errors)
@@ -42,8 +72,33 @@ def environment_list(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "catalog/environment_list.html",
-        {"environments": Environment.objects.all(), "form": form, "nav": "environments"},
+        {
+            "environments": Environment.objects.all(),
+            "form": form,
+            "bundled": _bundled_rows(),
+            "nav": "environments",
+        },
     )
+
+
+def _bundled_rows() -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for spec, server in bundled_overview():
+        wanted = server is not None and server.desired == BundledServer.Desired.RUNNING
+        rows.append(
+            {
+                "spec": spec,
+                "server": server,
+                "status": server.status if server else "not started",
+                "running": wanted,
+                # The row says running but the process is gone: the supervisor restarts it.
+                "process_gone": wanted
+                and server is not None
+                and server.status == BundledServer.Status.RUNNING
+                and not process_is_ours(server.pid, spec),
+            }
+        )
+    return rows
 
 
 def _parameters(tool: dict) -> list[dict[str, str | bool]]:
@@ -79,14 +134,28 @@ def environment_detail(request: HttpRequest, pk: int) -> HttpResponse:
         for tool in (environment.tools if isinstance(environment.tools, list) else [])
     ]
     metadata = environment.metadata if isinstance(environment.metadata, dict) else {}
+    raw_splits = metadata.get("splits")
+    splits = (
+        [
+            (str(name), count if isinstance(count, int) else None)
+            for name, count in raw_splits.items()
+        ]
+        if isinstance(raw_splits, dict)
+        else []
+    )
+    shown_apart = {"splits", "capacity_source"}
     return render(
         request,
         "catalog/environment_detail.html",
         {
             "environment": environment,
             "tools": tools,
+            "splits": splits,
+            "capacity_source": str(metadata.get("capacity_source", "")),
             "metadata": sorted(
-                (str(k), v if isinstance(v, str) else json.dumps(v)) for k, v in metadata.items()
+                (str(k), v if isinstance(v, str) else json.dumps(v))
+                for k, v in metadata.items()
+                if k not in shown_apart
             ),
             "nav": "environments",
         },
@@ -105,3 +174,100 @@ def environment_probe_view(request: HttpRequest, pk: int) -> HttpResponse:
             f"'{environment.name}' is {environment.status}: {environment.last_error or 'no answer'}",
         )
     return redirect("environment-detail", pk=environment.pk)
+
+
+@login_required
+@require_POST
+def environment_measure_capacity_view(request: HttpRequest, pk: int) -> HttpResponse:
+    environment = get_object_or_404(Environment, pk=pk)
+    try:
+        environment = environment_measure_capacity(environment=environment)
+    except EnvironmentRejected as exc:
+        for field_messages in exc.errors.values():
+            for message in field_messages:
+                messages.error(request, f"Cannot measure '{environment.name}': {message}")
+    else:
+        source = (environment.metadata or {}).get("capacity_source", "probed")
+        messages.success(
+            request, f"'{environment.name}' capacity: {environment.capacity} ({source})."
+        )
+    return redirect("environment-detail", pk=environment.pk)
+
+
+# --- bundled servers --------------------------------------------------------------------------
+
+
+def _bundled_key(key: str) -> str:
+    if key not in BUNDLED:
+        raise Http404("no such bundled server")
+    return key
+
+
+# Starting waits seconds for /health and stopping up to a grace period. Run under ASGI, a
+# sync view shares one thread with every other sync view and ORM call of the site, so these
+# two views are async and do that work on a thread of their own.
+
+
+def _start_and_register(*, key: str, capacity: int | None, user: Any) -> tuple[int, str]:
+    try:
+        server = bundled_start(key=key, capacity=capacity)
+    except BundledError as exc:
+        return messages.ERROR, f"{key}: {exc}"
+    if server.status != BundledServer.Status.RUNNING:
+        first_line = (server.last_error or "no error recorded").splitlines()[0]
+        return messages.ERROR, f"{key} did not start: {first_line} (log: {server.log_path})"
+    try:
+        environments = bundled_register(key=key, owner=user)
+    except (BundledError, EnvironmentRejected) as exc:
+        return messages.WARNING, f"{key} runs at {server.url} but was not registered: {exc}"
+    names = ", ".join(f"'{e.name}' ({e.status})" for e in environments)
+    return (
+        messages.SUCCESS,
+        f"{key} runs at {server.url}, capacity {server.capacity}; catalog: {names}.",
+    )
+
+
+def _stop_and_recheck(*, key: str) -> tuple[int, str]:
+    bundled_stop(key=key)
+    # Its catalog entries now point at a closed port: say so at once (a refused connection
+    # answers immediately) rather than at the next periodic re-check.
+    for environment in Environment.objects.filter(metadata__bundled=key):
+        environment_probe(environment=environment)
+    return messages.SUCCESS, f"{key} stopped."
+
+
+async def _on_own_thread(work: Callable[..., tuple[int, str]], **kwargs: Any) -> tuple[int, str]:
+    def run() -> tuple[int, str]:
+        try:
+            return work(**kwargs)
+        finally:
+            connections.close_all()  # this worker thread's connections, not the request's
+
+    return await sync_to_async(run, thread_sensitive=False)()
+
+
+@login_required
+@require_POST
+async def bundled_start_view(request: HttpRequest, key: str) -> HttpResponse:
+    key = _bundled_key(key)
+    form = BundledStartForm(request.POST)
+    if not form.is_valid():
+        for error in form.errors.get("capacity", []):
+            messages.error(request, f"{key}: capacity: {error}")
+        return redirect("environment-list")
+    level, message = await _on_own_thread(
+        _start_and_register,
+        key=key,
+        capacity=form.cleaned_data["capacity"],
+        user=await request.auser(),
+    )
+    messages.add_message(request, level, message)
+    return redirect("environment-list")
+
+
+@login_required
+@require_POST
+async def bundled_stop_view(request: HttpRequest, key: str) -> HttpResponse:
+    level, message = await _on_own_thread(_stop_and_recheck, key=_bundled_key(key))
+    messages.add_message(request, level, message)
+    return redirect("environment-list")

@@ -146,8 +146,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Celery would route stdout/stderr into logging, where our console handler writes back into
 # the redirected stream and child-process logs vanish. The trainer prints nothing anyway.
 CELERY_WORKER_REDIRECT_STDOUTS = False
-# No beat process: stale runs are swept whenever runs are read (API, pages) and by
-# `manage.py sweep_runs` or the `worker.tasks.sweep_stale_runs` task, for a scheduler.
+# Stale runs are swept whenever runs are read (API, pages), by `manage.py sweep_runs`, and
+# by beat (CELERY_BEAT_SCHEDULE below) where one runs, as `make run` does.
 
 # Where runs keep checkpoints and where demo models live.
 RUNS_DIR = Path(os.environ.get("ENVLAB_RUNS_DIR", VAR_DIR / "runs"))
@@ -177,4 +177,8 @@ LOGGING = {
 CELERY_BEAT_SCHEDULE = {
     "recheck-environments": {"task": "worker.tasks.recheck_environments", "schedule": ENVLAB_RECHECK_SECONDS},
     "sweep-stale-runs": {"task": "worker.tasks.sweep_stale_runs", "schedule": 30.0},
+    # Restarts bundled environment servers whose process died. Expires unless picked up
+    # promptly, so a busy worker does not find a backlog of identical checks.
+    "supervise-bundled": {"task": "worker.tasks.supervise_bundled", "schedule": 5.0,
+                          "options": {"expires": 5.0}},
 }

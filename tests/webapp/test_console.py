@@ -1,0 +1,682 @@
+"""The environment console: its WebSocket consumer against a real echo server, its page,
+and the pure parts (message checks, argument coercion, adapter state, rate limit).
+
+The consumer runs in a WebSocket communicator (asgiref's ApplicationCommunicator) behind the same middleware as
+webapp.asgi (origin check, session auth), routed by webapp.catalog.routing. The page is
+served through a URLconf of this module, which adds webapp.catalog.console_urls to the
+project's until webapp/urls.py includes it (the duplicate is harmless after that).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+import threading
+from collections.abc import Iterator
+from typing import Any, Literal
+from unittest import mock
+from urllib.parse import urlparse
+
+import pytest
+from asgiref.sync import async_to_sync
+from asgiref.testing import ApplicationCommunicator
+from channels.auth import AuthMiddlewareStack
+from channels.routing import URLRouter
+from channels.security.websocket import AllowedHostsOriginValidator
+from django.conf import settings
+from django.test import Client
+from django.urls import include, path
+
+from tests.envs.servers import free_port, run_env_server
+from webapp.catalog.console import (
+    ConsoleRejected,
+    RateLimiter,
+    adapter_state,
+    console_parse_call,
+    console_parse_message,
+    console_parse_reset,
+    console_tools,
+)
+from webapp.catalog.consumers import EnvironmentConsoleConsumer
+from webapp.catalog.models import Environment
+from webapp.catalog.routing import websocket_urlpatterns
+from webapp.catalog.services import environment_register
+
+urlpatterns = [
+    path("", include("webapp.urls")),
+    path("", include("webapp.catalog.console_urls")),
+]
+
+APPLICATION = AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+# The first reset imports openenv (several seconds, once per process).
+SLOW = 60
+ECHO_TOOL = {
+    "name": "echo",
+    "description": "Echo a message back to the caller.",
+    "parameters": {
+        "type": "object",
+        "properties": {"message": {"type": "string", "description": "The message to echo back."}},
+        "required": ["message"],
+    },
+}
+FRESH_STATE = {"done": False, "lost": False, "reward": 0.0, "tool_calls": 0, "tool_failures": 0}
+db = pytest.mark.django_db(transaction=True)
+
+
+# --- fixtures and helpers --------------------------------------------------------------------
+
+
+class WebsocketCommunicator(ApplicationCommunicator):
+    """channels.testing.WebsocketCommunicator, reduced to what these tests use.
+
+    channels.testing cannot be imported here: its __init__ imports daphne (for
+    ChannelsLiveServerTestCase), which this project does not install. Like Channels' own,
+    it keeps the consumer from closing the test's database connection between messages.
+    """
+
+    def __init__(self, application: Any, path: str, headers: list[tuple[bytes, bytes]]) -> None:
+        parsed = urlparse(path)
+        scope = {
+            "type": "websocket",
+            "path": parsed.path,
+            "query_string": parsed.query.encode(),
+            "headers": headers,
+            "subprotocols": [],
+        }
+        super().__init__(application, scope)
+
+    async def send_input(self, message: dict[str, Any]) -> None:
+        with mock.patch("channels.db.close_old_connections", lambda: None):
+            await super().send_input(message)
+
+    async def receive_output(self, timeout: float = 1) -> Any:
+        with mock.patch("channels.db.close_old_connections", lambda: None):
+            return await super().receive_output(timeout)
+
+    async def connect(self, timeout: float = 1) -> tuple[bool, Any]:
+        await self.send_input({"type": "websocket.connect"})
+        response = await self.receive_output(timeout)
+        if response["type"] == "websocket.close":
+            return False, response.get("code", 1000)
+        assert response["type"] == "websocket.accept"
+        return True, response.get("subprotocol")
+
+    async def send_to(self, text_data: str) -> None:
+        await self.send_input({"type": "websocket.receive", "text": text_data})
+
+    async def send_json_to(self, data: Any) -> None:
+        await self.send_to(json.dumps(data))
+
+    async def receive_json_from(self, timeout: float = 1) -> Any:
+        response = await self.receive_output(timeout)
+        assert response["type"] == "websocket.send", response
+        return json.loads(response["text"])
+
+    async def disconnect(self, code: int = 1000, timeout: float = 10) -> None:
+        await self.send_input({"type": "websocket.disconnect", "code": code})
+        await self.wait(timeout)
+
+
+@pytest.fixture
+def echo_env(echo_url, owner) -> Environment:
+    return environment_register(owner=owner, name="echo", base_url=echo_url)
+
+
+def _headers(user: Any = None) -> list[tuple[bytes, bytes]]:
+    """Origin and host as a browser sends them, and the session cookie of `user` (sync code only)."""
+    headers = [(b"origin", b"http://testserver"), (b"host", b"testserver")]
+    if user is not None:
+        client = Client()
+        client.force_login(user)
+        cookie = (
+            f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+        )
+        headers.append((b"cookie", cookie.encode()))
+    return headers
+
+
+def _console(
+    environment_id: int, headers: list[tuple[bytes, bytes]], application: Any = APPLICATION
+) -> WebsocketCommunicator:
+    return WebsocketCommunicator(
+        application, f"/ws/environments/{environment_id}/console/", headers=headers
+    )
+
+
+async def _open(communicator: WebsocketCommunicator) -> list[dict[str, Any]]:
+    """Connect and read the greeting: a status line, then the tools."""
+    connected, _ = await communicator.connect(timeout=SLOW)
+    assert connected
+    return [await communicator.receive_json_from(timeout=SLOW) for _ in range(2)]
+
+
+async def _ask(
+    communicator: WebsocketCommunicator, message: Any, timeout: float = SLOW
+) -> dict[str, Any]:
+    if isinstance(message, str):
+        await communicator.send_to(text_data=message)
+    else:
+        await communicator.send_json_to(message)
+    return await communicator.receive_json_from(timeout=timeout)
+
+
+def _router(consumer: type) -> Any:
+    """The console routed to `consumer` (a subclass with other limits), behind the same middleware."""
+    route = path("ws/environments/<int:environment_id>/console/", consumer.as_asgi())
+    return AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter([route])))
+
+
+def _sync(scenario):
+    return async_to_sync(scenario)()
+
+
+# --- access -----------------------------------------------------------------------------------
+
+
+@db
+def test_anonymous_is_closed_with_4401(echo_env):
+    anonymous = _headers()
+
+    async def scenario():
+        communicator = _console(echo_env.pk, anonymous)
+        connected, _ = await communicator.connect(timeout=5)
+        closed = await communicator.receive_output(timeout=5)
+        await communicator.disconnect()
+        return connected, closed
+
+    connected, closed = _sync(scenario)
+    assert connected is True  # accepted, then closed with a code the page does not retry
+    assert closed == {"type": "websocket.close", "code": 4401}
+
+
+@db
+def test_unknown_environment_is_closed_with_4404(echo_env, owner):
+    owner_headers = _headers(owner)
+
+    async def scenario():
+        communicator = _console(echo_env.pk + 1000, owner_headers)
+        await communicator.connect(timeout=5)
+        closed = await communicator.receive_output(timeout=5)
+        await communicator.disconnect()
+        return closed
+
+    assert _sync(scenario) == {"type": "websocket.close", "code": 4404}
+
+
+@db
+@pytest.mark.parametrize("persona", ["owner", "outsider"])
+def test_any_signed_in_user_gets_the_tools(request, echo_env, persona):
+    """The catalog is shared (every signed-in user lists and trains on every environment)."""
+    headers = _headers(request.getfixturevalue(persona))
+
+    async def scenario():
+        communicator = _console(echo_env.pk, headers)
+        greeting = await _open(communicator)
+        again = await _ask(communicator, {"type": "tools"})
+        await communicator.disconnect()
+        return greeting, again
+
+    greeting, again = _sync(scenario)
+    assert greeting == [
+        {"type": "status", "message": "connecting…"},
+        {"type": "tools", "tools": [ECHO_TOOL]},
+    ]
+    assert again == {"type": "tools", "tools": [ECHO_TOOL]}
+
+
+# --- an episode -------------------------------------------------------------------------------
+
+
+@db
+def test_reset_echo_reward_and_game_over(echo_env, owner):
+    owner_headers = _headers(owner)
+
+    async def scenario():
+        communicator = _console(echo_env.pk, owner_headers)
+        await _open(communicator)
+        answers = [
+            await _ask(communicator, {"type": "reset", "seed": 7, "row": {"target": "hello"}}),
+            await _ask(
+                communicator, {"type": "call", "tool": "echo", "arguments": {"message": "hello"}}
+            ),
+            await _ask(
+                communicator, {"type": "call", "tool": "echo", "arguments": {"message": "again"}}
+            ),
+        ]
+        await communicator.disconnect()
+        return answers
+
+    reset, result, over = _sync(scenario)
+    assert reset == {"type": "reset", "observation": None, "state": FRESH_STATE}
+    assert result == {
+        "type": "result",
+        "tool": "echo",
+        "arguments": {"message": "hello"},
+        "output": "hello",
+        "state": {"done": True, "lost": False, "reward": 1.0, "tool_calls": 1, "tool_failures": 0},
+    }
+    # The adapter refuses a step after the end, as it would in training.
+    assert over == {
+        "type": "error",
+        "tool": "echo",
+        "arguments": {"message": "again"},
+        "message": "Game over.",
+        "output": "{'error': 'Game over.'}",
+        "state": {"done": True, "lost": False, "reward": 1.0, "tool_calls": 1, "tool_failures": 0},
+    }
+
+
+@db
+def test_refused_messages_leave_the_episode_untouched(echo_env, owner):
+    too_big = json.dumps({"type": "call", "tool": "echo", "arguments": {"message": "x" * 11_000}})
+
+    owner_headers = _headers(owner)
+
+    async def scenario():
+        communicator = _console(echo_env.pk, owner_headers)
+        await _open(communicator)
+        before = await _ask(
+            communicator, {"type": "call", "tool": "echo", "arguments": {"message": "hi"}}
+        )
+        await _ask(communicator, {"type": "reset", "seed": None, "row": {"target": "hello"}})
+        refused = [
+            await _ask(
+                communicator, {"type": "call", "tool": "shout", "arguments": {"message": "hi"}}
+            ),
+            await _ask(communicator, {"type": "call", "tool": "echo", "arguments": {"message": 5}}),
+            await _ask(communicator, {"type": "call", "tool": "echo", "arguments": {"text": "hi"}}),
+            await _ask(communicator, {"type": "call", "tool": "echo", "arguments": {}}),
+            await _ask(communicator, {"type": "call", "tool": "echo", "arguments": ["hi"]}),
+            await _ask(communicator, {"type": "call", "tool": "_close", "arguments": {}}),
+            await _ask(communicator, {"type": "reset", "seed": "7"}),
+            await _ask(
+                communicator, {"type": "reset", "seed": 1, "row": {"target": "x"}, "extra": 1}
+            ),
+            await _ask(communicator, {"type": "launch"}),
+            await _ask(communicator, "not json"),
+            await _ask(communicator, too_big),
+        ]
+        after = await _ask(
+            communicator, {"type": "call", "tool": "echo", "arguments": {"message": "hello"}}
+        )
+        await communicator.disconnect()
+        return before, refused, after
+
+    before, refused, after = _sync(scenario)
+    assert before == {"type": "error", "message": "no episode yet: reset first"}
+    assert [answer["message"] for answer in refused] == [
+        "unknown tool 'shout': this environment's tools are echo",
+        "'message' must be of type string, got 5",
+        "echo() has no parameter(s) 'text'; its parameters are: message",
+        "echo() needs a value for 'message'",
+        "arguments must be a JSON object of parameter names to values",
+        "unknown tool '_close': this environment's tools are echo",
+        "seed must be a whole number or null",
+        "unexpected field(s) in a 'reset' message: 'extra'",
+        "unknown message type 'launch': expected one of tools, ping, reset, call",
+        "message is not valid JSON",
+        "message larger than 10 kB",
+    ]
+    assert all(answer == {"type": "error", "message": answer["message"]} for answer in refused)
+    # None of them reached the environment: the first real call is still call 1, and wins.
+    assert after["type"] == "result"
+    assert after["state"] == {
+        "done": True,
+        "lost": False,
+        "reward": 1.0,
+        "tool_calls": 1,
+        "tool_failures": 0,
+    }
+
+
+@db
+def test_unreachable_server_is_an_error_message(owner):
+    dead = Environment.objects.create(
+        name="dead",
+        base_url=f"http://127.0.0.1:{free_port()}",
+        metadata={"name": "echo"},
+        status="healthy",
+    )
+
+    owner_headers = _headers(owner)
+
+    async def scenario():
+        communicator = _console(dead.pk, owner_headers)
+        await _open(communicator)
+        failed = await _ask(communicator, {"type": "reset", "seed": 1, "row": {}})
+        still_there = await _ask(communicator, {"type": "ping"})
+        await communicator.disconnect()
+        return failed, still_there
+
+    failed, still_there = _sync(scenario)
+    assert failed["type"] == "error"
+    assert failed["message"]  # the client library's own words (connection refused)
+    assert failed["state"] == FRESH_STATE
+    assert still_there == {"type": "pong"}
+
+
+@db
+def test_a_slow_environment_times_out_and_the_console_goes_on(echo_env, owner):
+    class Impatient(EnvironmentConsoleConsumer):
+        call_timeout_s = 1e-6  # no round trip to a server is this fast
+
+    application = _router(Impatient)
+
+    owner_headers = _headers(owner)
+
+    async def scenario():
+        communicator = _console(echo_env.pk, owner_headers, application)
+        await _open(communicator)
+        await _ask(communicator, {"type": "reset", "seed": 1, "row": {"target": "hello"}})
+        answers = [
+            await _ask(
+                communicator, {"type": "call", "tool": "echo", "arguments": {"message": "hello"}}
+            ),
+            await _ask(
+                communicator, {"type": "call", "tool": "echo", "arguments": {"message": "hello"}}
+            ),
+            await _ask(communicator, {"type": "reset", "seed": 2, "row": {"target": "hello"}}),
+        ]
+        await communicator.disconnect()
+        return answers
+
+    timed_out, abandoned, reset = _sync(scenario)
+    assert timed_out == {
+        "type": "error",
+        "tool": "echo",
+        "message": "the environment did not answer within 1e-06 s; the episode was abandoned: reset to start again",
+    }
+    assert abandoned == {"type": "error", "message": "no episode yet: reset first"}
+    assert reset == {"type": "reset", "observation": None, "state": FRESH_STATE}
+
+
+@db
+def test_an_idle_episode_is_closed(echo_env, owner):
+    class Hasty(EnvironmentConsoleConsumer):
+        idle_close_s = 0.3
+
+    owner_headers = _headers(owner)
+
+    async def scenario():
+        communicator = _console(echo_env.pk, owner_headers, _router(Hasty))
+        await _open(communicator)
+        await _ask(communicator, {"type": "reset", "seed": 1, "row": {"target": "hello"}})
+        closed = await communicator.receive_json_from(timeout=5)
+        call = {"type": "call", "tool": "echo", "arguments": {"message": "hello"}}
+        after = await _ask(communicator, call)
+        await communicator.disconnect()
+        return closed, after
+
+    closed, after = _sync(scenario)
+    assert closed == {
+        "type": "episode_closed",
+        "message": "the episode was closed after 0.005 minute(s) without a message, "
+        "to give the environment's session back: reset to start again",
+    }
+    assert after == {"type": "error", "message": "no episode yet: reset first"}
+
+
+@pytest.fixture
+def single_session_env(owner) -> Iterator[Environment]:
+    with run_env_server("envs.echo.server:app", env={"MAX_CONCURRENT_ENVS": "1"}) as url:
+        yield environment_register(owner=owner, name="echo-one", base_url=url, capacity=1)
+
+
+@db
+def test_disconnect_gives_the_session_back(single_session_env, owner, outsider):
+    env = single_session_env
+
+    owner_headers = _headers(owner)
+    outsider_headers = _headers(outsider)
+
+    async def scenario():
+        first, second = _console(env.pk, owner_headers), _console(env.pk, outsider_headers)
+        await _open(first)
+        await _open(second)
+        held = await _ask(first, {"type": "reset", "seed": 1, "row": {}})
+        refused = await _ask(second, {"type": "reset", "seed": 1, "row": {}})
+        await first.disconnect()
+        for _ in range(25):  # the server frees the slot once it sees the socket close
+            retried = await _ask(second, {"type": "reset", "seed": 1, "row": {}})
+            if retried["type"] == "reset":
+                break
+            await asyncio.sleep(0.2)
+        await second.disconnect()
+        return held, refused, retried
+
+    held, refused, retried = _sync(scenario)
+    assert held["type"] == "reset"
+    assert refused["type"] == "error"
+    assert "CAPACITY_REACHED" in refused["message"]
+    assert retried == {"type": "reset", "observation": None, "state": FRESH_STATE}
+
+
+@db
+def test_a_flood_is_refused_past_twenty_a_second(echo_env, owner):
+    owner_headers = _headers(owner)
+
+    async def scenario():
+        communicator = _console(echo_env.pk, owner_headers)
+        await _open(communicator)
+        for _ in range(25):
+            await communicator.send_json_to({"type": "ping"})
+        answers = [await communicator.receive_json_from(timeout=5) for _ in range(25)]
+        await asyncio.sleep(0.2)  # a few tokens come back
+        later = await _ask(communicator, {"type": "ping"})
+        await communicator.disconnect()
+        return answers, later
+
+    answers, later = _sync(scenario)
+    assert answers[:20] == [{"type": "pong"}] * 20
+    refused = [a for a in answers[20:] if a != {"type": "pong"}]
+    assert len(refused) >= 3  # the bucket refills 20 a second while these are handled
+    assert set(map(json.dumps, refused)) == {
+        json.dumps({"type": "error", "message": "too many messages: at most 20 a second"})
+    }
+    assert later == {"type": "pong"}
+
+
+# --- the page ---------------------------------------------------------------------------------
+
+
+@db
+@pytest.mark.urls(__name__)
+def test_console_page(client, owner):
+    environment = Environment.objects.create(
+        name="<script>alert(1)</script>", base_url="http://127.0.0.1:9", metadata={"name": "echo"}
+    )
+    url = f"/environments/{environment.pk}/console/"
+
+    anonymous = client.get(url)
+    client.force_login(owner)
+    page = client.get(url)
+    missing = client.get(f"/environments/{environment.pk + 1}/console/")
+
+    assert anonymous.status_code == 302
+    assert anonymous.url == f"/login/?next={url}"
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "<script>alert(1)</script>" not in body
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+    config = {
+        "environment": environment.pk,
+        "ws_path": f"/ws/environments/{environment.pk}/console/",
+        "max_message_bytes": 10240,
+    }
+    script = re.search(r'<script id="console-config" type="application/json">(.*?)</script>', body)
+    assert script is not None and json.loads(script.group(1)) == config
+    assert "js/env_console.js" in body
+    assert missing.status_code == 404
+
+
+# --- the pure parts ---------------------------------------------------------------------------
+
+
+class _Board:
+    """An adapter-shaped class for the schema readers (no server: nothing is called)."""
+
+    def reset(self, **row: Any) -> str | None:
+        return None
+
+    def place(self, row: int, column: int, weight: float = 1.0, note: str | None = None) -> str:
+        """Place a piece.
+
+        Args:
+            row: Row, from 1.
+            column: Column, from 1.
+            weight: How sure.
+            note: Anything.
+        """
+        return ""
+
+    def move(self, direction: str, fast: bool = False, path: list[int] | None = None) -> str:
+        """Move.
+
+        Args:
+            direction: Where to. (choices: ["left", "right"])
+            fast: Run.
+            path: Waypoints.
+        """
+        return ""
+
+    def turn(self, side: Literal["port", "starboard"]) -> str:
+        """Turn.
+
+        Args:
+            side: Which side.
+        """
+        return ""
+
+
+BOARD_TOOLS = console_tools(adapter_class=_Board)
+
+
+def _call(tool: str, arguments: Any) -> tuple[str, dict[str, Any]]:
+    return console_parse_call(
+        content={"type": "call", "tool": tool, "arguments": arguments}, tools=BOARD_TOOLS
+    )
+
+
+def test_choices_in_a_description_become_an_enum():
+    move = next(t for t in BOARD_TOOLS if t["name"] == "move")
+    assert move["parameters"]["properties"]["direction"] == {
+        "type": "string",
+        "description": "Where to.",
+        "enum": ["left", "right"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"),
+    [
+        ("place", {"row": "3", "column": 4.0}, {"row": 3, "column": 4}),
+        (
+            "place",
+            {"row": 1, "column": 2, "weight": "0.5", "note": ""},
+            {"row": 1, "column": 2, "weight": 0.5, "note": ""},
+        ),
+        ("place", {"row": 1, "column": 2, "weight": "", "note": None}, {"row": 1, "column": 2}),
+        (
+            "move",
+            {"direction": "left", "fast": "true", "path": "[1, 2]"},
+            {"direction": "left", "fast": True, "path": [1, 2]},
+        ),
+        ("move", {"direction": "right", "path": [3]}, {"direction": "right", "path": [3]}),
+        ("turn", {"side": "port"}, {"side": "port"}),
+    ],
+)
+def test_arguments_are_coerced_to_the_schema(tool, arguments, expected):
+    assert _call(tool, arguments) == (tool, expected)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "message"),
+    [
+        ("place", {"row": "three", "column": 1}, "'row' must be of type integer, got 'three'"),
+        ("place", {"row": 1.5, "column": 1}, "'row' must be of type integer, got 1.5"),
+        ("place", {"row": True, "column": 1}, "'row' must be of type integer, got true"),
+        (
+            "place",
+            {"row": 1, "column": 1, "weight": "nan"},
+            "'weight' must be of type number, got 'nan'",
+        ),
+        ("place", {"row": 1}, "place() needs a value for 'column'"),
+        ("place", {"row": "", "column": 1}, "place() needs a value for 'row'"),
+        ("move", {"direction": "up"}, "'direction' must be one of \"left\", \"right\", got 'up'"),
+        ("move", {"direction": "left", "fast": "yes"}, "'fast' must be of type boolean, got 'yes'"),
+        ("move", {"direction": "left", "path": "[1,"}, "'path' must be of type array, got '[1,'"),
+        ("turn", {"side": "aft"}, "'side' must be one of \"port\", \"starboard\", got 'aft'"),
+        ("reset", {}, "unknown tool 'reset': this environment's tools are move, place, turn"),
+    ],
+)
+def test_bad_arguments_say_what_to_fix(tool, arguments, message):
+    with pytest.raises(ConsoleRejected) as refused:
+        _call(tool, arguments)
+    assert str(refused.value) == message
+
+
+def test_reset_row_takes_the_seed():
+    assert console_parse_reset(
+        content={"type": "reset", "seed": 7, "row": {"target": "hi", "seed": 1}}
+    ) == {
+        "target": "hi",
+        "seed": 7,
+    }
+    assert console_parse_reset(content={"type": "reset", "seed": None, "row": {"seed": 1}}) == {
+        "seed": 1
+    }
+    assert console_parse_reset(content={"type": "reset"}) == {}
+    with pytest.raises(ConsoleRejected, match="row must be a JSON object"):
+        console_parse_reset(content={"type": "reset", "row": [1]})
+    with pytest.raises(ConsoleRejected, match="seed must be between"):
+        console_parse_reset(content={"type": "reset", "seed": 2**64})
+
+
+def test_messages_are_checked_before_anything_else():
+    assert console_parse_message(text='{"type": "tools"}') == {"type": "tools"}
+    for text, message in [
+        (None, "send JSON text frames, not binary ones"),
+        ("[1]", "message must be a JSON object with a 'type'"),
+        ('{"type": 1}', "unknown message type 1: expected one of tools, ping, reset, call"),
+        ('{"type": "tools", "x": 1}', "unexpected field(s) in a 'tools' message: 'x'"),
+        ("é" * 6000, "message larger than 10 kB"),  # counted in bytes, not characters
+    ]:
+        with pytest.raises(ConsoleRejected) as refused:
+            console_parse_message(text=text)
+        assert str(refused.value) == message
+
+
+def test_adapter_state_is_public_json_safe_attributes():
+    class Adapter:
+        def __init__(self) -> None:
+            self._client = object()
+            self.reward = 0.5
+            self.won = True
+            self.num_guesses = 3
+            self.history = [{"guess": "crane", "marks": "GYXXX"}]
+            self.progress = math.nan
+            self.api_key = "sk-secret"
+            self.lock = threading.Lock()
+            self.callback = print
+            self.last = None
+
+    assert adapter_state(Adapter()) == {
+        "history": [{"guess": "crane", "marks": "GYXXX"}],
+        "last": None,
+        "num_guesses": 3,
+        "progress": "nan",
+        "reward": 0.5,
+        "won": True,
+    }
+
+
+def test_rate_limiter_allows_bursts_then_the_rate():
+    now = [100.0]
+    limiter = RateLimiter(rate=20, burst=20, clock=lambda: now[0])
+    first = [limiter.allow() for _ in range(21)]
+    now[0] += 0.125  # two and a half tokens back
+    later = [limiter.allow() for _ in range(3)]
+    assert first == [True] * 20 + [False]
+    assert later == [True, True, False]

@@ -1,0 +1,259 @@
+"""WebSocket /ws/environments/<id>/console/: drive one episode of an environment by hand.
+
+Client -> server, each a JSON object of at most 10 kB:
+    {"type": "tools"}
+    {"type": "reset", "seed": int | null, "row": {...}}
+    {"type": "call", "tool": name, "arguments": {...}}
+Server -> client:
+    {"type": "status", "message": ...}            while the adapter is being prepared
+    {"type": "tools", "tools": [...]}             the adapter's tools, as the model sees them
+    {"type": "reset", "observation": text | null, "state": {...}}
+    {"type": "result", "tool": ..., "arguments": {...}, "output": text, "state": {...}}
+    {"type": "error", "message": ..., ...}        a refused message or a failing environment;
+        for a failing tool also "tool", "output" (the text the model would get) and "state".
+    {"type": "episode_closed", "message": ...}    the episode was left idle and closed.
+
+The adapter is synchronous and blocking: it runs in a thread of this connection's own
+(one thread, so one adapter call at a time, always from the same thread), under a timeout.
+Channels dispatches one message at a time per connection, so calls never overlap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from webapp.catalog.console import (
+    ConsoleRejected,
+    ConsoleSession,
+    RateLimiter,
+    console_parse_call,
+    console_parse_message,
+    console_parse_reset,
+    error_text,
+)
+from webapp.catalog.models import Environment
+
+log = logging.getLogger(__name__)
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+
+T = TypeVar("T")
+
+
+class ConsoleTimeout(RuntimeError):
+    pass
+
+
+@database_sync_to_async
+def _environment(environment_id: int) -> Environment | None:
+    # The catalog is shared: every signed-in user may try every registered environment.
+    return Environment.objects.filter(pk=environment_id).first()
+
+
+class EnvironmentConsoleConsumer(AsyncJsonWebsocketConsumer):
+    # No channel layer: the console talks to its own client only, and must keep working
+    # when Redis is away. (An alias that is not configured gives a consumer no layer.)
+    channel_layer_alias = "envlab-console-no-layer"
+    # Building the adapter may import openenv (seconds, the first time) and read the
+    # server's schema; a tool call is one round trip to the environment.
+    prepare_timeout_s: float = 60.0
+    call_timeout_s: float = 30.0
+    messages_per_second: float = 20.0
+    idle_close_s: float = 300.0
+
+    session: ConsoleSession | None = None
+    executor: ThreadPoolExecutor | None = None
+    limiter: RateLimiter
+    idle_task: asyncio.Task[None] | None = None
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        # Accept then close with a 4xxx code: a refused handshake only shows as 1006 in the
+        # browser, and the page must know not to retry.
+        await self.accept()
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        environment = await _environment(int(self.scope["url_route"]["kwargs"]["environment_id"]))
+        if environment is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.limiter = RateLimiter(
+            rate=self.messages_per_second, burst=int(self.messages_per_second)
+        )
+        self.session = ConsoleSession(environment=environment)
+        self.executor = self._new_executor()
+        await self.send_json({"type": "status", "message": "connecting…"})
+        await self._send_tools()
+
+    # --- messages ---------------------------------------------------------------------------
+
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
+    ) -> None:
+        # Overrides the JSON decoding of AsyncJsonWebsocketConsumer: a frame is checked for
+        # size and shape before anything is parsed, and bad input is answered, not raised.
+        if self.session is None:
+            return
+        self._stop_idle_watch()
+        try:
+            await self._handle(text_data)
+        finally:
+            if self.session is not None:
+                self.idle_task = asyncio.create_task(self._close_when_idle())
+
+    async def _handle(self, text_data: str | None) -> None:
+        if not self.limiter.allow():
+            await self._error(f"too many messages: at most {self.messages_per_second:g} a second")
+            return
+        try:
+            content = console_parse_message(text=text_data)
+            handler: Callable[[dict[str, Any]], Any] = getattr(self, f"on_{content['type']}")
+            await handler(content)
+        except (ConsoleRejected, ConsoleTimeout) as exc:
+            await self._error(str(exc))
+        except Exception:  # a bug here must not end the connection
+            log.exception("console of environment %s failed", self._session().environment.pk)
+            await self._error("the console failed on this message; see the server log")
+
+    async def on_ping(self, content: dict[str, Any]) -> None:
+        await self.send_json({"type": "pong"})
+
+    async def on_tools(self, content: dict[str, Any]) -> None:
+        await self._send_tools()
+
+    async def on_reset(self, content: dict[str, Any]) -> None:
+        row = console_parse_reset(content=content)
+        session = self._session()
+        try:
+            answer = await self._in_thread(
+                functools.partial(session.reset, row=row), self.prepare_timeout_s
+            )
+        except (ConsoleRejected, ConsoleTimeout):
+            raise
+        except Exception as exc:  # the environment's own error: server down, refused reset, ...
+            await self.send_json(
+                {"type": "error", "message": error_text(exc), "state": session.state()}
+            )
+            return
+        await self.send_json({"type": "reset", **answer})
+
+    async def on_call(self, content: dict[str, Any]) -> None:
+        session = self._session()
+        if session.adapter_class is None:
+            await self._send_tools()
+            if session.adapter_class is None:
+                return
+        tool, arguments = console_parse_call(content=content, tools=session.tools)
+        try:
+            answer = await self._in_thread(
+                functools.partial(session.call, tool=tool, arguments=arguments), self.call_timeout_s
+            )
+        except ConsoleTimeout as exc:
+            await self.send_json({"type": "error", "tool": tool, "message": str(exc)})
+            return
+        except ConsoleRejected:
+            raise
+        except Exception as exc:  # what the tool raised is what TRL hands the model
+            message = error_text(exc)
+            await self.send_json(
+                {
+                    "type": "error",
+                    "tool": tool,
+                    "arguments": arguments,
+                    "message": message,
+                    "output": str({"error": message}),
+                    "state": session.state(),
+                }
+            )
+            return
+        await self.send_json({"type": "result", "tool": tool, "arguments": arguments, **answer})
+
+    async def _send_tools(self) -> None:
+        session = self._session()
+        try:
+            tools = await self._in_thread(session.bind, self.prepare_timeout_s)
+        except Exception as exc:  # unreachable server (generic adapters read its schema), bad kind
+            await self._error(f"cannot prepare {session.environment.name}: {error_text(exc)}")
+            return
+        await self.send_json({"type": "tools", "tools": tools})
+
+    async def _error(self, message: str) -> None:
+        await self.send_json({"type": "error", "message": message})
+
+    # --- idle episodes ----------------------------------------------------------------------
+
+    def _stop_idle_watch(self) -> None:
+        if self.idle_task is not None:
+            self.idle_task.cancel()
+            self.idle_task = None
+
+    async def _close_when_idle(self) -> None:
+        """An open episode holds one of the server's sessions, which training runs need
+        (a server over capacity refuses a run's rollouts): give it back when left idle."""
+        await asyncio.sleep(self.idle_close_s)
+        session, executor = self.session, self.executor
+        if session is None or executor is None or session.adapter is None:
+            return
+        await asyncio.get_running_loop().run_in_executor(executor, session.close)
+        minutes = self.idle_close_s / 60
+        await self.send_json(
+            {
+                "type": "episode_closed",
+                "message": f"the episode was closed after {minutes:g} minute(s) without a message, "
+                "to give the environment's session back: reset to start again",
+            }
+        )
+
+    # --- the adapter's thread ---------------------------------------------------------------
+
+    def _session(self) -> ConsoleSession:
+        assert self.session is not None
+        return self.session
+
+    @staticmethod
+    def _new_executor() -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="envlab-console")
+
+    async def _in_thread(self, call: Callable[[], T], timeout: float) -> T:
+        assert self.executor is not None
+        future = asyncio.get_running_loop().run_in_executor(self.executor, call)
+        # asyncio.wait, not wait_for: a TimeoutError raised by the adapter itself is the
+        # environment's error, not this timeout.
+        done, _ = await asyncio.wait({future}, timeout=timeout)
+        if future in done:
+            return future.result()
+        # The thread is still inside the adapter and cannot be interrupted: leave that
+        # adapter to it (closed once the call returns) and go on with a fresh thread.
+        stuck_session, stuck_executor = self._session(), self.executor
+        self.session = stuck_session.detached()
+        self.executor = self._new_executor()
+        stuck_executor.submit(stuck_session.close)
+        stuck_executor.shutdown(wait=False)
+        raise ConsoleTimeout(
+            f"the environment did not answer within {timeout:g} s; the episode was abandoned: reset to start again"
+        )
+
+    async def disconnect(self, code: int) -> None:
+        self._stop_idle_watch()
+        session, executor = self.session, self.executor
+        self.session = self.executor = None
+        if executor is None:
+            return
+        if session is not None:
+            try:
+                await asyncio.wait_for(
+                    asyncio.get_running_loop().run_in_executor(executor, session.close), 10
+                )
+            except Exception as exc:  # a hung close: the thread ends when the client gives up
+                log.warning("closing the console of %s failed: %s", session.environment.name, exc)
+        executor.shutdown(wait=False)

@@ -1,0 +1,9 @@
+"""WebSocket routes of the catalog: the environment console."""
+
+from django.urls import path
+
+from webapp.catalog.consumers import EnvironmentConsoleConsumer
+
+websocket_urlpatterns = [
+    path("ws/environments/<int:environment_id>/console/", EnvironmentConsoleConsumer.as_asgi()),
+]
