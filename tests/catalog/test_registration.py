@@ -165,3 +165,29 @@ def test_register_with_measured_capacity(api):
         env_id = response.json()["id"]
         again = api.post(f"/api/environments/{env_id}/capacity/").json()
         assert (again["capacity"], again["metadata"]["capacity_source"]) == (4, "probed")
+
+
+def test_mcp_server_gets_one_tool_per_mcp_tool(api):
+    with run_env_server("envs.mcpdemo.server:app", {"ENABLE_WEB_INTERFACE": "false"}) as url:
+        response, _ = _register(api, base_url=url)
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert (body["kind"], body["metadata"]["name"], body["metadata"]["style"]) == ("openenv", "mcpdemo", "mcp")
+    tools = {t["name"]: t["parameters"] for t in body["tools"]}
+    assert set(tools) == {"add_item", "total"}
+    assert {k: v["type"] for k, v in tools["add_item"]["properties"].items()} == {"name": "string", "quantity": "integer"}
+    assert tools["total"]["properties"] == {}
+
+
+def test_recheck_marks_a_stopped_server_unhealthy(api):
+    from webapp.catalog.services import environments_recheck
+
+    with run_env_server("envs.echo.server:app", {"ENABLE_WEB_INTERFACE": "false"}) as url:
+        response, _ = _register(api, base_url=url)
+        assert response.status_code == 201
+        assert environments_recheck() == 1
+        assert Environment.objects.get().status == "healthy"
+    assert environments_recheck() == 1
+    environment = Environment.objects.get()
+    assert environment.status == "unhealthy" and "cannot connect" in environment.last_error
+    assert environment.tools[0]["name"] == "echo"  # what was known is kept

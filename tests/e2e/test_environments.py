@@ -9,7 +9,7 @@ import pytest
 
 from tests.e2e.helpers import metric_steps, wait_status
 from tests.envs.servers import run_env_server
-from webapp.runs.models import MetricPoint, Rollout
+from webapp.runs.models import MetricPoint, Rollout, RunEvent
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -64,9 +64,11 @@ def test_short_run_on_each_game(api, game_urls, worker, game):
     )
     run = wait_status(run_id, ("succeeded", "failed"), 300, worker)
     assert (run.status, run.error, run.step) == ("succeeded", "", 2)
-    for key in ("rewards/outcome/mean", "rewards/tool_called/mean", "tools/call_frequency", "reward"):
-        assert metric_steps(run_id, key) == [1, 2], key
     rollouts = list(Rollout.objects.filter(run_id=run_id))
+    seen = [(r.step, r.rewards, r.unscored) for r in rollouts]
+    events = list(RunEvent.objects.filter(run_id=run_id).values_list("kind", "message"))
+    for key in ("rewards/outcome/mean", "rewards/tool_called/mean", "tools/call_frequency", "reward"):
+        assert metric_steps(run_id, key) == [1, 2], (key, seen, events)
     assert len(rollouts) == 8 and {r.env for r in rollouts} == {game}
     # reset's text (the board or the rules) reached the prompt the model saw
     assert all(len(r.prompt[-1]["content"]) > len(PROMPTS[game]) for r in rollouts)
@@ -157,3 +159,17 @@ def test_ors_run_and_a_run_mixing_ors_with_openenv(api, ors_url, game_urls, work
     for rollout in rollouts:
         other = "catch_outcome" if rollout.env == "ors_echo" else "echo_score"
         assert rollout.rewards[other] is None
+
+
+def test_run_on_an_mcp_server_through_the_generated_adapter(api, worker):
+    with run_env_server("envs.mcpdemo.server:app", SERVER_ENV) as url:
+        env_id = _register(api, "mcpdemo", url)
+        run_id = _launch(
+            api,
+            [{"environment": env_id, "name": "shop", "prompt": "Add items until the total is right.", "rows": 8}],
+            [{"name": "outcome", "kind": "env_reward"}, {"name": "tool_called", "kind": "tool_called"}],
+        )
+        run = wait_status(run_id, ("succeeded", "failed"), 300, worker)
+    assert (run.status, run.error, run.step) == ("succeeded", "", 2)
+    assert metric_steps(run_id, "rewards/outcome/mean") == [1, 2]
+    assert {r.env for r in Rollout.objects.filter(run_id=run_id)} == {"shop"}

@@ -101,7 +101,7 @@ def _tool(name: Any, description: Any, parameters: Any) -> dict[str, Any]:
 
 
 def _mcp_tools(session: requests.Session, base_url: str, timeout: float) -> list[dict[str, Any]]:
-    """Tools of an MCP-style OpenEnv server (JSON-RPC `tools/list` on /mcp); [] for a classic one."""
+    """Raw tools of an MCP-style OpenEnv server (JSON-RPC `tools/list` on /mcp); [] for a classic one."""
     try:
         answer = _request(
             session, "POST", f"{base_url}/mcp", timeout,
@@ -113,22 +113,28 @@ def _mcp_tools(session: requests.Session, base_url: str, timeout: float) -> list
     tools = result.get("tools") if isinstance(result, dict) else None
     if not isinstance(tools, list):
         return []
-    return [
-        _tool(t.get("name"), t.get("description"), t.get("inputSchema") or t.get("input_schema"))
-        for t in tools[:MAX_TOOLS]
-        if isinstance(t, dict) and isinstance(t.get("name"), str)
-    ]
+    return [t for t in tools[:MAX_TOOLS] if isinstance(t, dict) and isinstance(t.get("name"), str)]
 
 
-def _classic_tool(schema: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
-    action = schema["action"]
-    description = action.get("description") or metadata.get("description") or action.get("title") or ""
-    return _tool(generic_tool_name(metadata.get("name", "")), description, action)
+def _generated_tools(
+    base_url: str, metadata: dict[str, Any], schema: dict[str, Any], mcp_tools: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The tools of the adapter the worker will generate for this server, as the model sees
+    them (worker.adapters.generic imports no openenv at module level: cheap here)."""
+    from webapp.catalog.toolschema import describe_tools
+    from worker.adapters import generic
 
-
-def generic_tool_name(env_name: str) -> str:
-    """The one tool of a classic server without a bundled adapter (worker.adapters.generic)."""
-    return "step"
+    name = metadata.get("name") or "environment"
+    try:
+        if mcp_tools:
+            cls = generic.mcp_adapter_class(base_url=base_url, env_name=name, tools=mcp_tools)
+        else:
+            cls = generic.classic_adapter_class(
+                base_url=base_url, env_name=name, schema=schema, description=metadata.get("description", "")
+            )
+    except (ValueError, TypeError) as exc:
+        raise ProbeError(f"the server's tools cannot be offered to a model: {_text(exc, 300)}") from None
+    return [_tool(t["name"], t["description"], t["parameters"]) for t in describe_tools(cls)][:MAX_TOOLS]
 
 
 def _bundled_tools(metadata_name: str) -> list[dict[str, Any]] | None:
@@ -170,10 +176,9 @@ def probe_openenv(base_url: str, *, timeout: float | None = None) -> ProbeResult
         if tools is not None:
             metadata["style"] = "bundled"
         else:
-            tools = _mcp_tools(session, base_url, timeout)
-            metadata["style"] = "mcp" if tools else "classic"
-            if not tools:
-                tools = [_classic_tool(schema, metadata)]
+            mcp_tools = _mcp_tools(session, base_url, timeout)
+            metadata["style"] = "mcp" if mcp_tools else "classic"
+            tools = _generated_tools(base_url, metadata, schema, mcp_tools)
     healthy = str(health.get("status")).lower() in ("healthy", "ok")
     return ProbeResult(
         healthy=healthy, kind="openenv", metadata=metadata, tools=tools,

@@ -44,7 +44,7 @@ def base_adapter(environment: Any) -> type[Any]:
     if metadata.get("style") == "mcp":
         tools = generic.list_mcp_tools(environment.base_url)
         return generic.mcp_adapter_class(base_url=environment.base_url, env_name=environment.name, tools=tools)
-    schema = generic.read_schema(environment.base_url)
+    schema = generic.fetch_schema(environment.base_url)
     return generic.classic_adapter_class(
         base_url=environment.base_url, env_name=environment.name, schema=schema,
         description=str(metadata.get("description", "")),

@@ -1,0 +1,717 @@
+"""Training adapters generated at run time for any OpenEnv server, of either style.
+
+OpenEnv servers come in two styles:
+
+* **classic**: a typed ``Action`` model described by ``GET /schema``.
+  ``classic_adapter_class`` turns it into ONE tool named after the action: the action's
+  title without its ``Action`` suffix, in snake case (``EchoAction`` -> ``echo``;
+  ``MoveAction`` -> ``move``). Where that name is empty or taken by the adapter itself
+  (``reset``, ``reward``, ``done``...), the tool is ``<env_name>_step``. Its parameters
+  are the action's fields except ``metadata`` (fields with a ``const`` value are sent
+  automatically); it returns the observation as text, with the reward and ``done``.
+* **mcp**: an ``MCPEnvironment`` whose tools are listed and called with openenv's
+  ``ListToolsAction`` / ``CallToolAction``. ``mcp_adapter_class`` makes one method per
+  tool, named after it (made a valid public identifier where needed), typed from its
+  ``inputSchema``; it returns the tool's result as text.
+
+Both step the episode over the WebSocket ``/ws`` with a fresh client per episode (see
+``OpenEnvAdapter``): a ``CallToolAction`` is sent as a plain step,
+``{"type": "call_tool", "tool_name": ..., "arguments": {...}}``, so tool state lives in
+the episode's server-side environment and the server can attach a reward. (HTTP
+``POST /mcp`` without a session works on a throwaway environment, and with one it
+bypasses ``step``: no reward.)
+
+``detect_openenv_style``, ``fetch_schema`` and ``list_mcp_tools`` are for registration
+time in the web app: plain ``urllib``, no openenv import (importing ``openenv.core``
+pulls in FastAPI and FastMCP, several seconds), a timeout on every request.
+
+The generated methods are closures with a real ``__signature__``, ``__annotations__``
+and Google-style docstring, so ``transformers.utils.get_json_schema`` (what TRL uses)
+describes them; nothing is ``eval``-ed or ``exec``-ed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import keyword
+import logging
+import re
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, ClassVar, Literal, Optional, Union
+
+from worker.adapters.base import LOST_MESSAGE, EpisodeLost, OpenEnvAdapter
+
+log = logging.getLogger(__name__)
+
+OpenEnvStyle = Literal["classic", "mcp"]
+
+DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_RESET_KEYS = ("seed",)
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
+MCP_ACTION_TITLES = frozenset({"CallToolAction", "ListToolsAction"})
+MCP_ACTION_TYPES = frozenset({"call_tool", "list_tools"})
+
+_OUTCOME_KEYS = frozenset({"reward", "done", "metadata"})
+_BOOKKEEPING_KEYS = frozenset({"episode_id", "step_count"})
+_SCALAR_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
+# Names TRL would not offer as tools or that an adapter instance already uses.
+_TAKEN_NAMES = frozenset(
+    {"reset", "get_reward", "reward", "lost", "done", "tool_calls", "tool_failures"}
+    | {name for name in dir(OpenEnvAdapter) if not name.startswith("_")}
+)
+
+
+# --- registration-time probes (no openenv import) ------------------------------------------
+
+
+def fetch_schema(base_url: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+    """``GET /schema`` of an OpenEnv server: ``{"action": {...}, "observation": {...}, ...}``.
+
+    Raises:
+        ConnectionError: the server cannot be reached (or timed out).
+        ValueError: the URL is not http(s), or the answer is not an OpenEnv schema.
+    """
+    url = f"{_http_base(base_url)}/schema"
+    answer = _request_json(url, timeout=timeout)
+    if not isinstance(answer, dict) or not isinstance(answer.get("action"), dict):
+        raise ValueError(
+            f"GET {url} is not an OpenEnv schema: expected an object with an 'action' JSON "
+            "schema. Is this an OpenEnv environment server?"
+        )
+    return answer
+
+
+def list_mcp_tools(base_url: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
+    """The server's MCP tools (JSON-RPC ``tools/list`` on ``POST /mcp``).
+
+    Returns ``[{"name": str, "description": str, "inputSchema": dict}, ...]``.
+
+    Raises:
+        ConnectionError: the server cannot be reached (or timed out).
+        ValueError: the server refuses ``tools/list`` (a classic environment answers
+            "Environment does not support MCP") or answers something else.
+    """
+    url = f"{_http_base(base_url)}/mcp"
+    request = {"jsonrpc": "2.0", "method": "tools/list", "params": {}, "id": 1}
+    answer = _request_json(url, body=request, timeout=timeout)
+    if not isinstance(answer, dict) or answer.get("jsonrpc") != "2.0":
+        raise ValueError(f"POST {url} did not answer JSON-RPC 2.0; is this an OpenEnv server?")
+    if answer.get("error") is not None:
+        error = answer["error"]
+        message = error.get("message") if isinstance(error, dict) else error
+        raise ValueError(f"POST {url} refused tools/list: {message}")
+    result = answer.get("result")
+    tools = result.get("tools") if isinstance(result, dict) else None
+    if not isinstance(tools, list):
+        raise ValueError(f"POST {url} answered tools/list without a list of tools")
+    listed = []
+    for tool in tools:
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+            raise ValueError(f"POST {url} listed a tool without a name: {tool!r:.200}")
+        schema = _input_schema(tool)
+        if not isinstance(schema, dict):
+            raise ValueError(f"POST {url} listed tool {tool['name']!r} with a bad inputSchema")
+        listed.append(
+            {
+                "name": tool["name"],
+                "description": tool.get("description") or "",
+                "inputSchema": schema,
+            }
+        )
+    return listed
+
+
+def detect_openenv_style(base_url: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> OpenEnvStyle:
+    """``"mcp"`` if the server's action is openenv's ``CallToolAction``/``ListToolsAction``
+    (or it has no fields and ``/mcp`` lists tools), ``"classic"`` if it is a typed action.
+
+    Raises:
+        ConnectionError: the server cannot be reached (or timed out).
+        ValueError: not an OpenEnv server, or one with neither action fields nor tools.
+    """
+    action = fetch_schema(base_url, timeout=timeout)["action"]
+    if _is_mcp_action(action):
+        return "mcp"
+    if _action_fields(action):
+        return "classic"
+    try:
+        tools = list_mcp_tools(base_url, timeout=timeout)
+    except ValueError as exc:
+        raise ValueError(f"{base_url}: the action has no fields and {exc}") from None
+    if not tools:
+        raise ValueError(f"{base_url}: the action has no fields and /mcp lists no tools")
+    return "mcp"
+
+
+# --- adapter classes ------------------------------------------------------------------------
+
+
+def classic_adapter_class(
+    *,
+    base_url: str,
+    env_name: str,
+    schema: Mapping[str, Any],
+    description: str = "",
+    reset_keys: Sequence[str] = DEFAULT_RESET_KEYS,
+) -> type[OpenEnvAdapter]:
+    """An adapter class with one tool built from a classic server's action schema.
+
+    ``schema`` is the ``/schema`` answer or just its ``action`` part. ``description``
+    (e.g. the server's ``/metadata`` description) is added to the tool's description.
+    ``reset_keys`` are the dataset-row keys passed to the server's reset (when not None);
+    openenv drops keys its reset does not name unless it takes ``**kwargs``.
+
+    Raises:
+        ValueError: the schema is not a classic action schema.
+    """
+    action = schema.get("action") if isinstance(schema.get("action"), Mapping) else schema
+    if not isinstance(action, Mapping) or not isinstance(action.get("properties", {}), Mapping):
+        raise ValueError("schema must be an OpenEnv action JSON schema with 'properties'")
+    if _is_mcp_action(action):
+        raise ValueError("this is an MCP-style environment (CallToolAction): use mcp_adapter_class")
+    fields = _action_fields(action)
+    if not fields:
+        raise ValueError("the action schema has no fields besides metadata: nothing to call")
+    defs = action.get("$defs") or {}
+    fixed = {name: prop["const"] for name, prop in fields.items() if "const" in prop}
+    open_fields = {name: prop for name, prop in fields.items() if "const" not in prop}
+    parameters, wire_names, arg_docs = _parameters(
+        open_fields, set(action.get("required") or ()), defs
+    )
+
+    title = str(action.get("title") or "")
+    tool_name = _snake(title.removesuffix("Action"))
+    if not tool_name or tool_name in _TAKEN_NAMES:
+        tool_name = f"{_snake(env_name) or 'env'}_step"
+    summary = _one_line(str(action.get("description") or f"Act in the {env_name} environment."))
+    if description.strip():
+        summary = f"{summary} {_one_line(description)}"
+    doc = _docstring(
+        summary,
+        arg_docs,
+        "The observation as text, with the reward and whether the episode is done.",
+    )
+
+    def call(adapter: _GenericAdapter, arguments: dict[str, Any]) -> str:
+        payload = {**fixed, **{wire_names[name]: value for name, value in arguments.items()}}
+        result = adapter._step(payload)
+        adapter._check_episode(result)
+        lines = _render_fields(result.observation.fields)
+        if result.reward is not None:
+            lines.append(f"reward: {result.reward}")
+        lines.append(f"done: {'true' if result.done else 'false'}")
+        return "\n".join(lines)
+
+    class_name = f"{_camel(env_name)}ClassicAdapter"
+    tool = _make_tool(tool_name, f"{class_name}.{tool_name}", doc, parameters, call)
+    return _adapter_type(class_name, base_url, env_name, reset_keys, {tool_name: tool})
+
+
+def mcp_adapter_class(
+    *,
+    base_url: str,
+    env_name: str,
+    tools: Sequence[Mapping[str, Any]],
+    reset_keys: Sequence[str] = DEFAULT_RESET_KEYS,
+) -> type[OpenEnvAdapter]:
+    """An adapter class with one method per MCP tool (``list_mcp_tools`` gives ``tools``).
+
+    A method is named after its tool; a name that is not a valid public identifier, or
+    that the adapter uses itself, is changed (``get-weather`` -> ``get_weather``,
+    ``done`` -> ``done_tool``). A tool error (``CallToolObservation.error`` or an
+    ``is_error`` result) is raised as ``RuntimeError`` and counted in ``tool_failures``.
+
+    Raises:
+        ValueError: no tools, or a tool without a name or with a malformed inputSchema.
+    """
+    if not tools:
+        raise ValueError("an MCP adapter needs at least one tool")
+    checked: list[tuple[str, Mapping[str, Any], str]] = []
+    for tool in tools:
+        raw_name = tool.get("name") if isinstance(tool, Mapping) else None
+        if not isinstance(raw_name, str) or not raw_name.strip():
+            raise ValueError(f"every MCP tool needs a name, got {tool!r:.200}")
+        schema = _input_schema(tool)
+        if not isinstance(schema, Mapping) or not isinstance(schema.get("properties", {}), Mapping):
+            raise ValueError(f"MCP tool {raw_name!r} has a malformed inputSchema")
+        checked.append((raw_name, schema, str(tool.get("description") or "")))
+    class_name = f"{_camel(env_name)}McpAdapter"
+    methods: dict[str, Callable[..., str]] = {}
+    names = _method_names([raw_name for raw_name, _, _ in checked])
+    for (raw_name, schema, description), name in zip(checked, names, strict=True):
+        parameters, wire_names, arg_docs = _parameters(
+            schema.get("properties") or {},
+            set(schema.get("required") or ()),
+            schema.get("$defs") or {},
+        )
+        summary = _one_line(description or f"Call the {raw_name} tool.")
+        doc = _docstring(summary, arg_docs, "The tool's result as text.")
+        methods[name] = _make_tool(
+            name, f"{class_name}.{name}", doc, parameters, _mcp_call(raw_name, wire_names)
+        )
+    return _adapter_type(class_name, base_url, env_name, reset_keys, methods)
+
+
+def adapter_class_for_server(
+    *,
+    base_url: str,
+    env_name: str,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    reset_keys: Sequence[str] = DEFAULT_RESET_KEYS,
+) -> type[OpenEnvAdapter]:
+    """Detect the server's style and build the matching adapter class from what it describes."""
+    if detect_openenv_style(base_url, timeout=timeout) == "mcp":
+        tools = list_mcp_tools(base_url, timeout=timeout)
+        return mcp_adapter_class(
+            base_url=base_url, env_name=env_name, tools=tools, reset_keys=reset_keys
+        )
+    try:
+        metadata = _request_json(f"{_http_base(base_url)}/metadata", timeout=timeout)
+    except (ValueError, ConnectionError):
+        metadata = {}  # the description is a nicety; /schema already answered
+    description = metadata.get("description") if isinstance(metadata, dict) else None
+    return classic_adapter_class(
+        base_url=base_url,
+        env_name=env_name,
+        schema=fetch_schema(base_url, timeout=timeout),
+        description=description if isinstance(description, str) else "",
+        reset_keys=reset_keys,
+    )
+
+
+# --- the shared adapter ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _WireObservation:
+    """An observation as it came over the wire: its own fields, and its metadata."""
+
+    fields: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@cache
+def _wire_client_class() -> type:
+    # Imported here: openenv.core costs seconds and must stay out of registration-time imports.
+    from openenv.core.client_types import StepResult
+    from openenv.core.env_client import EnvClient
+
+    class WireEnvClient(EnvClient[dict, _WireObservation, dict]):
+        """Dict actions out, ``_WireObservation`` back: no environment package needed."""
+
+        def _step_payload(self, action: dict) -> dict[str, Any]:
+            return dict(action)
+
+        def _parse_result(self, payload: dict[str, Any]) -> StepResult[_WireObservation]:
+            body = payload.get("observation")
+            body = body if isinstance(body, dict) else {"observation": body}
+            metadata = payload.get("metadata") or body.get("metadata") or {}
+            observation = _WireObservation(
+                fields={k: v for k, v in body.items() if k not in _OUTCOME_KEYS},
+                metadata=metadata if isinstance(metadata, dict) else {},
+            )
+            return StepResult(
+                observation=observation,
+                reward=payload.get("reward"),
+                done=bool(payload.get("done", False)),
+                metadata=observation.metadata,
+            )
+
+        def _parse_state(self, payload: dict[str, Any]) -> dict[str, Any]:
+            return payload if isinstance(payload, dict) else {}
+
+    return WireEnvClient
+
+
+class _GenericAdapter(OpenEnvAdapter):
+    """What both generated styles share: reset from a dataset row, episode checks."""
+
+    _reset_keys: ClassVar[tuple[str, ...]] = DEFAULT_RESET_KEYS
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._state_episode_id: str | None = None
+
+    def _open_client(self) -> Any:
+        return _wire_client_class()(base_url=self.base_url, mode="simulation").sync()
+
+    def reset(self, **row: Any) -> str | None:
+        kwargs = {key: row[key] for key in self._reset_keys if row.get(key) is not None}
+        result = self._start(**kwargs)
+        self._state_episode_id = None
+        if self._episode_id is None:
+            # No episode id in the observations: fall back on the server's state, one extra
+            # round trip per call, to notice a restarted server's fresh environment.
+            try:
+                episode = self._client.state().get("episode_id")
+            except Exception as exc:  # a server without state: no lost-episode detection
+                log.debug("%s: no state after reset: %s", self.env_name, exc)
+                episode = None
+            self._state_episode_id = episode if isinstance(episode, str) and episode else None
+        observation = result.observation
+        lines = _render_fields(observation.fields) or _render_fields(
+            {k: v for k, v in observation.metadata.items() if k not in _BOOKKEEPING_KEYS}
+        )
+        return "\n" + "\n".join(lines) if lines else None
+
+    def __del__(self) -> None:
+        # At interpreter exit openenv's sync client would start a thread to close its loop,
+        # and a thread started then never runs: the process would hang forever.
+        if not sys.is_finalizing():
+            super().__del__()
+
+    def _check_episode(self, result: Any) -> None:
+        if self._state_episode_id is None or result.observation.metadata.get("episode_id"):
+            return
+        try:
+            episode = self._client.state().get("episode_id")
+        except Exception:
+            self.tool_failures += 1
+            raise
+        if episode != self._state_episode_id:
+            self.lost = True
+            self.tool_failures += 1
+            log.warning(
+                "%s: episode %s lost (state names %s)",
+                self.env_name,
+                self._state_episode_id,
+                episode,
+            )
+            raise EpisodeLost(LOST_MESSAGE)
+
+
+def _adapter_type(
+    class_name: str,
+    base_url: str,
+    env_name: str,
+    reset_keys: Sequence[str],
+    methods: Mapping[str, Callable[..., str]],
+) -> type[OpenEnvAdapter]:
+    if isinstance(reset_keys, str) or not all(isinstance(key, str) for key in reset_keys):
+        raise ValueError("reset_keys must be a sequence of dataset-row keys")
+    namespace: dict[str, Any] = {
+        "__module__": __name__,
+        "__qualname__": class_name,
+        "__doc__": f"TRL adapter generated for the OpenEnv environment {env_name!r} at {base_url}.",
+        "base_url": _http_base(base_url),
+        "env_name": env_name,
+        "_reset_keys": tuple(reset_keys),
+        **methods,
+    }
+    return type(class_name, (_GenericAdapter,), namespace)
+
+
+def _make_tool(
+    name: str,
+    qualname: str,
+    doc: str,
+    parameters: list[inspect.Parameter],
+    call: Callable[[Any, dict[str, Any]], str],
+) -> Callable[..., str]:
+    self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    signature = inspect.Signature([self_parameter, *parameters], return_annotation=str)
+
+    def tool(self: Any, *args: Any, **kwargs: Any) -> str:
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError as exc:  # the model named an argument that does not exist, or left one out
+            self.tool_calls += 1
+            self.tool_failures += 1
+            raise TypeError(f"{name}: {exc}") from None
+        # Only what the model gave: the server applies its own defaults.
+        return call(self, {key: value for key, value in bound.arguments.items() if key != "self"})
+
+    tool.__name__ = name
+    tool.__qualname__ = qualname
+    tool.__doc__ = doc
+    tool.__signature__ = signature  # type: ignore[attr-defined]
+    tool.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": str}
+    return tool
+
+
+def _mcp_call(
+    tool_name: str, wire_names: Mapping[str, str]
+) -> Callable[[Any, dict[str, Any]], str]:
+    def call(adapter: _GenericAdapter, arguments: dict[str, Any]) -> str:
+        action = {
+            "type": "call_tool",
+            "tool_name": tool_name,
+            "arguments": {wire_names[name]: value for name, value in arguments.items()},
+        }
+        result = adapter._step(action)
+        adapter._check_episode(result)
+        text, failed = _tool_result_text(result.observation.fields)
+        if failed:
+            adapter.tool_failures += 1
+            raise RuntimeError(text or f"{tool_name} failed")
+        if result.done:  # tell the model to stop; the reward when the server gave one
+            reward = "" if result.reward is None else f"\nreward: {result.reward}"
+            text = f"{text}{reward}\ndone: true"
+        return text
+
+    return call
+
+
+# --- JSON schema -> Python signature --------------------------------------------------------
+
+
+def _parameters(
+    properties: Mapping[str, Any], required: set[str], defs: Mapping[str, Any]
+) -> tuple[list[inspect.Parameter], dict[str, str], list[tuple[str, str]]]:
+    """Keyword-only parameters (so defaults may come in any order), their wire names, docs."""
+    parameters: list[inspect.Parameter] = []
+    wire_names: dict[str, str] = {}
+    docs: list[tuple[str, str]] = []
+    for wire_name, prop in properties.items():
+        if not isinstance(prop, Mapping):
+            raise ValueError(f"property {wire_name!r} has a malformed schema")
+        name = _unique(_identifier(wire_name, fallback="arg"), {"self", *wire_names})
+        annotation = _python_type(prop, defs)
+        if wire_name in required:
+            default: Any = inspect.Parameter.empty
+        else:
+            default = prop.get("default")
+            if default is None:
+                annotation = Optional[annotation]  # noqa: UP045 (works for Literal and Any too)
+        parameters.append(
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+            )
+        )
+        wire_names[name] = wire_name
+        resolved = _resolve(prop, defs)
+        text = resolved.get("description") or resolved.get("title") or wire_name
+        docs.append((name, _one_line(str(text))))
+    return parameters, wire_names, docs
+
+
+def _python_type(prop: Mapping[str, Any], defs: Mapping[str, Any], depth: int = 0) -> Any:
+    if depth > 8:  # a recursive schema: describe the rest as anything
+        return Any
+    prop = _resolve(prop, defs)
+    values: list[Any] = []
+    if isinstance(prop.get("enum"), list):
+        values = prop["enum"]
+    elif "const" in prop:
+        values = [prop["const"]]
+    if values and all(v is None or isinstance(v, str | int | float | bool) for v in values):
+        return Literal.__getitem__(tuple(values))
+    union = prop.get("anyOf") or prop.get("oneOf")
+    json_type = prop.get("type")
+    if isinstance(json_type, list):
+        union = [{**prop, "type": t} for t in json_type]
+    if isinstance(union, list) and union:
+        members = [m for m in union if not (isinstance(m, Mapping) and m.get("type") == "null")]
+        types = list(
+            dict.fromkeys(
+                _python_type(m, defs, depth + 1) for m in members if isinstance(m, Mapping)
+            )
+        )
+        if not types:
+            return type(None)
+        merged = types[0] if len(types) == 1 else Union.__getitem__(tuple(types))
+        return Optional[merged] if len(members) < len(union) else merged  # noqa: UP045
+    if json_type in _SCALAR_TYPES:
+        return _SCALAR_TYPES[json_type]
+    if json_type == "array":
+        items = prop.get("items")
+        return (
+            list[_python_type(items, defs, depth + 1)]
+            if isinstance(items, Mapping) and items
+            else list
+        )
+    if json_type == "object":
+        return dict[str, Any]
+    if json_type == "null":
+        return type(None)
+    return Any
+
+
+def _resolve(prop: Mapping[str, Any], defs: Mapping[str, Any]) -> Mapping[str, Any]:
+    ref = prop.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        target = defs.get(ref.removeprefix("#/$defs/"))
+        if isinstance(target, Mapping):
+            return {**target, **{k: v for k, v in prop.items() if k != "$ref"}}
+    return prop
+
+
+def _is_mcp_action(action: Mapping[str, Any]) -> bool:
+    properties = action.get("properties") or {}
+    discriminator = properties.get("type") if isinstance(properties, Mapping) else None
+    kinds = set()
+    if isinstance(discriminator, Mapping):
+        kinds = {discriminator.get("const"), *(discriminator.get("enum") or ())}
+    return (
+        action.get("title") in MCP_ACTION_TITLES
+        or bool(kinds & MCP_ACTION_TYPES)
+        or ("tool_name" in properties and "arguments" in properties)
+    )
+
+
+def _input_schema(tool: Mapping[str, Any]) -> Any:
+    schema = tool.get("inputSchema", tool.get("input_schema"))
+    return {} if schema is None else schema
+
+
+def _action_fields(action: Mapping[str, Any]) -> dict[str, Any]:
+    properties = action.get("properties") or {}
+    return (
+        {k: v for k, v in properties.items() if k != "metadata"}
+        if isinstance(properties, Mapping)
+        else {}
+    )
+
+
+# --- text -----------------------------------------------------------------------------------
+
+
+def _render_fields(fields: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for key, value in fields.items():
+        if value is None:
+            continue
+        text = value if isinstance(value, str) and value else _compact(value)
+        lines.append(f"{key}: {text}")
+    return lines
+
+
+def _tool_result_text(fields: Mapping[str, Any]) -> tuple[str, bool]:
+    """The text of a ``CallToolObservation`` and whether it reports a failure."""
+    error = fields.get("error")
+    if error:
+        return (str(error.get("message")) if isinstance(error, dict) else str(error)), True
+    result = fields.get("result")
+    if (
+        not isinstance(result, dict)
+        or not {"content", "data", "structured_content"} & result.keys()
+    ):
+        return (
+            "" if result is None else result if isinstance(result, str) else _compact(result)
+        ), False
+    failed = bool(result.get("is_error") or result.get("isError"))
+    blocks = result.get("content") if isinstance(result.get("content"), list) else []
+    texts = [b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str)]
+    if texts:
+        return "\n".join(texts), failed
+    for key in ("data", "structured_content", "structuredContent"):
+        if result.get(key) is not None:
+            value = result[key]
+            return (value if isinstance(value, str) else _compact(value)), failed
+    return "", failed
+
+
+def _docstring(summary: str, args: list[tuple[str, str]], returns: str) -> str:
+    lines = [summary]
+    if args:
+        lines += ["", "Args:", *(f"    {name}: {text}" for name, text in args)]
+    return "\n".join([*lines, "", "Returns:", f"    {returns}"])
+
+
+def _one_line(text: str) -> str:
+    """Docstring-safe text: one line, no section header or ``(choices: ...)`` for TRL to misparse."""
+    text = " ".join(text.split())
+    text = re.sub(r"\b(Args|Returns|Raises)\s*:", r"\1 -", text)
+    return re.sub(r"\(choices\s*:", "(choices -", text, flags=re.IGNORECASE)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _identifier(raw: str, *, fallback: str) -> str:
+    """A public Python identifier (ASCII) from any name: TRL hides names starting with ``_``."""
+    text = re.sub(r"_+", "_", re.sub(r"[^0-9A-Za-z_]", "_", raw)).strip("_")
+    if not text:
+        return fallback
+    if text[0].isdigit():
+        text = f"{fallback}_{text}"
+    return f"{text}_" if keyword.iskeyword(text) else text
+
+
+def _method_names(raw_names: Sequence[str]) -> list[str]:
+    """Method names for tools: valid public names stay; the others are mended around them."""
+
+    def usable(raw: str) -> bool:
+        return raw == _identifier(raw, fallback="tool") and raw not in _TAKEN_NAMES
+
+    taken = {raw for raw in raw_names if usable(raw)}
+    names: list[str] = []
+    for raw in raw_names:
+        if usable(raw) and raw not in names:
+            names.append(raw)
+            continue
+        name = _identifier(raw, fallback="tool")
+        name = f"{name}_tool" if name in _TAKEN_NAMES else name
+        names.append(_unique(name, taken | set(names)))
+    return names
+
+
+def _unique(name: str, taken: Mapping[str, Any] | set[str]) -> str:
+    candidate, n = name, 2
+    while candidate in taken:
+        candidate, n = f"{name}_{n}", n + 1
+    return candidate
+
+
+def _snake(text: str) -> str:
+    return _identifier(re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", text), fallback="").lower()
+
+
+def _camel(text: str) -> str:
+    return "".join(part.capitalize() for part in _snake(text).split("_")) or "OpenEnv"
+
+
+# --- HTTP -----------------------------------------------------------------------------------
+
+
+def _http_base(base_url: str) -> str:
+    parts = urllib.parse.urlsplit(str(base_url).strip())
+    scheme = {"ws": "http", "wss": "https"}.get(parts.scheme, parts.scheme)
+    if scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(
+            f"base_url must be an http(s) URL like http://127.0.0.1:8000, got {base_url!r}"
+        )
+    return urllib.parse.urlunsplit((scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+
+
+def _request_json(url: str, *, body: Any = None, timeout: float) -> Any:
+    method = "GET" if body is None else "POST"
+    request = urllib.request.Request(
+        url,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Accept": "application/json", "Content-Type": "application/json"},
+        method=method,
+    )
+    host = urllib.parse.urlsplit(url).hostname or ""
+    # Loopback never goes through a proxy (as openenv's own client does).
+    handlers = (
+        [urllib.request.ProxyHandler({})]
+        if host in ("localhost", "::1") or host.startswith("127.")
+        else []
+    )
+    try:
+        with urllib.request.build_opener(*handlers).open(request, timeout=timeout) as response:
+            raw = response.read(MAX_ANSWER_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        raise ValueError(
+            f"{method} {url} answered HTTP {exc.code}; is this an OpenEnv environment server?"
+        ) from None
+    except (urllib.error.URLError, OSError) as exc:  # refused, unknown host, timed out
+        reason = getattr(exc, "reason", exc)
+        raise ConnectionError(f"cannot reach {url}: {reason}") from None
+    if len(raw) > MAX_ANSWER_BYTES:
+        raise ValueError(f"{method} {url} answered more than {MAX_ANSWER_BYTES} bytes")
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ValueError(
+            f"{method} {url} did not answer JSON; is this an OpenEnv environment server?"
+        ) from None
