@@ -76,3 +76,49 @@ class WorkerOut(serializers.ModelSerializer):
     class Meta:
         model = WorkerHeartbeat
         fields = ["name", "capabilities", "heartbeat_at", "current_run"]
+
+
+# --- catalog snapshots (webapp.catalog.snapshot) ----------------------------------------------
+# Imported here, not at the top: this section is appended by its own change.
+from webapp.catalog.models import CatalogSnapshot  # noqa: E402
+from webapp.catalog.snapshot import catalog_entries  # noqa: E402
+
+
+class CatalogSnapshotIn(serializers.Serializer):
+    """A snapshot as a multipart `file`, or as JSON `{name, snapshot: {...}}`."""
+
+    name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    file = serializers.FileField(
+        required=False, help_text="The JSON file `openenv catalog build --output` wrote."
+    )
+    snapshot = serializers.JSONField(
+        required=False, help_text="The snapshot's content, when it is sent as JSON."
+    )
+
+
+class CatalogSnapshotOut(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username", default=None)
+    entries = serializers.SerializerMethodField()
+
+    class Meta:
+        model = CatalogSnapshot
+        fields = [
+            "id", "name", "owner", "uploaded_at", "format_version", "publisher", "source_uri",
+            "source_revision", "digest", "entries",
+        ]
+
+    def get_entries(self, snapshot: CatalogSnapshot) -> list[dict]:
+        return catalog_entries(snapshot)
+
+
+class CatalogEntryRegisterIn(serializers.Serializer):
+    identifier = serializers.CharField(max_length=1000)
+    base_url = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+    start_bundled = serializers.BooleanField(
+        required=False, default=False,
+        help_text="Start the bundled server the entry names and register it (instead of base_url).",
+    )
+    name = serializers.CharField(
+        max_length=100, required=False, allow_blank=True, default="",
+        help_text="Defaults to the entry's display name.",
+    )

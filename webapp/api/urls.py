@@ -19,3 +19,17 @@ urlpatterns = [
     path("workers/", views.WorkerListApi.as_view(), name="api-workers"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
 ]
+
+urlpatterns += [
+    path("catalog-snapshots/", views.CatalogSnapshotListApi.as_view(), name="api-catalog-snapshots"),
+    path(
+        "catalog-snapshots/<int:pk>/",
+        views.CatalogSnapshotDetailApi.as_view(),
+        name="api-catalog-snapshot",
+    ),
+    path(
+        "catalog-snapshots/<int:pk>/register/",
+        views.CatalogEntryRegisterApi.as_view(),
+        name="api-catalog-snapshot-register",
+    ),
+]

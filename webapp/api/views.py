@@ -157,3 +157,95 @@ class WorkerListApi(APIView):
     @extend_schema(responses=WorkerOut(many=True))
     def get(self, request: Request) -> Response:
         return Response(WorkerOut(WorkerHeartbeat.objects.order_by("name"), many=True).data)
+
+
+# --- catalog snapshots (webapp.catalog.snapshot) ----------------------------------------------
+# Imported here, not at the top: this section is appended by its own change.
+import json  # noqa: E402
+
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser  # noqa: E402
+
+from webapp.api.serializers import (  # noqa: E402
+    CatalogEntryRegisterIn,
+    CatalogSnapshotIn,
+    CatalogSnapshotOut,
+)
+from webapp.catalog.snapshot import (  # noqa: E402
+    MAX_SNAPSHOT_BYTES,
+    CatalogSnapshotRejected,
+    catalog_entry_register,
+    catalog_snapshot_import,
+    catalog_snapshot_name_from_filename,
+    catalog_snapshot_too_big,
+    catalog_snapshots_visible_to,
+)
+
+
+def _snapshot_bytes(data: dict) -> tuple[bytes, str]:
+    """The file's bytes (at most one over the limit) and a default name, from either input."""
+    upload, content = data.get("file"), data.get("snapshot")
+    if (upload is None) == (content is None):
+        raise CatalogSnapshotRejected(
+            {"file": ["give the catalog file as the multipart field 'file', or its content as "
+                      "'snapshot' in a JSON body (one of the two)"]}
+        )
+    if upload is not None:
+        upload.seek(0)
+        return bytes(upload.read(MAX_SNAPSHOT_BYTES + 1)), catalog_snapshot_name_from_filename(
+            upload.name or ""
+        )
+    if isinstance(content, str):
+        return content.encode("utf-8"), ""
+    publisher = content.get("publisher") if isinstance(content, dict) else None
+    try:
+        raw = json.dumps(content, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except ValueError:
+        raise CatalogSnapshotRejected({"snapshot": ["contains a non-finite number"]}) from None
+    return raw, publisher[:100] if isinstance(publisher, str) else ""
+
+
+class CatalogSnapshotListApi(APIView):
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    @extend_schema(responses=CatalogSnapshotOut(many=True))
+    def get(self, request: Request) -> Response:
+        snapshots = catalog_snapshots_visible_to(user=request.user)[:100]
+        return Response(CatalogSnapshotOut(snapshots, many=True).data)
+
+    @extend_schema(request=CatalogSnapshotIn, responses={201: CatalogSnapshotOut})
+    def post(self, request: Request) -> Response:
+        too_big = catalog_snapshot_too_big(content_length=request.META.get("CONTENT_LENGTH"))
+        if too_big is not None:  # before request.data reads the body
+            raise too_big
+        data = CatalogSnapshotIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        raw, default_name = _snapshot_bytes(data.validated_data)
+        try:
+            snapshot = catalog_snapshot_import(
+                owner=request.user, raw=raw, name=data.validated_data["name"] or default_name
+            )
+        except CatalogSnapshotRejected as exc:
+            if "snapshot" in data.validated_data and "file" in exc.errors:
+                # The content came as the JSON field `snapshot`: name that field.
+                exc.errors["snapshot"] = exc.errors.pop("file")
+            raise
+        return Response(CatalogSnapshotOut(snapshot).data, status=status.HTTP_201_CREATED)
+
+
+class CatalogSnapshotDetailApi(APIView):
+    @extend_schema(responses=CatalogSnapshotOut)
+    def get(self, request: Request, pk: int) -> Response:
+        snapshot = get_object_or_404(catalog_snapshots_visible_to(user=request.user), pk=pk)
+        return Response(CatalogSnapshotOut(snapshot).data)
+
+
+class CatalogEntryRegisterApi(APIView):
+    """Probes the server (and may start a bundled one, waiting for its /health) before it answers."""
+
+    @extend_schema(request=CatalogEntryRegisterIn, responses={201: EnvironmentOut})
+    def post(self, request: Request, pk: int) -> Response:
+        snapshot = get_object_or_404(catalog_snapshots_visible_to(user=request.user), pk=pk)
+        data = CatalogEntryRegisterIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        environment = catalog_entry_register(owner=request.user, snapshot=snapshot, **data.validated_data)
+        return Response(EnvironmentOut(environment).data, status=status.HTTP_201_CREATED)

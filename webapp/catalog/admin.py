@@ -102,3 +102,28 @@ class BundledServerAdmin(admin.ModelAdmin):
         for key in keys:
             bundled_stop(key=key)
         self.message_user(request, f"Stopped {', '.join(keys) or 'nothing'}.", messages.INFO)
+
+
+# Imported here, not at the top: this registration is appended by its own change.
+from webapp.catalog.models import CatalogSnapshot  # noqa: E402
+
+
+@admin.register(CatalogSnapshot)
+class CatalogSnapshotAdmin(admin.ModelAdmin):
+    """Rows are written by webapp.catalog.snapshot only: import through the catalog page or API."""
+
+    list_display = ["name", "owner", "publisher", "format_version", "entry_count", "uploaded_at"]
+    list_filter = ["format_version"]
+    search_fields = ["name", "publisher", "source_uri"]
+    list_select_related = ["owner"]
+    readonly_fields = [
+        "name", "owner", "uploaded_at", "format_version", "publisher", "source_uri",
+        "source_revision", "digest", "entries",
+    ]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.display(description="entries")
+    def entry_count(self, snapshot: CatalogSnapshot) -> int:
+        return len(snapshot.entries) if isinstance(snapshot.entries, list) else 0

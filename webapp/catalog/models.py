@@ -80,3 +80,32 @@ class BundledServer(models.Model):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}" if self.port else ""
+
+
+class CatalogSnapshot(models.Model):
+    """An imported `openenv catalog build` snapshot (webapp.catalog.snapshot).
+
+    `entries` holds a bounded summary of each entry, not the file: identifier, names,
+    description and what the entry says about its source and artifacts. Which bundled
+    server an entry matches and whether it is registered are worked out when read.
+    """
+
+    name = models.CharField(max_length=100)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="catalog_snapshots",
+    )
+    uploaded_at = models.DateTimeField(auto_now_add=True)
+    # The catalog profile the file declares ("0.1-draft" for openenv 0.10).
+    format_version = models.CharField(max_length=32)
+    publisher = models.CharField(max_length=253, blank=True, default="")
+    source_uri = models.CharField(max_length=500, blank=True, default="")
+    source_revision = models.CharField(max_length=64, blank=True, default="")
+    digest = models.CharField(max_length=71, blank=True, default="")
+    entries = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-uploaded_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({len(self.entries or [])} entries)"

@@ -30,6 +30,12 @@ ORS_CATALOG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}/[A-Za-z0-9][A-Za-
 IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._/-]{0,199}(:[A-Za-z0-9._-]{1,128})?(@sha256:[0-9a-f]{64})?$")
 
 
+# Metadata set at registration, not read from the server: a re-probe keeps it.
+KEPT_ON_PROBE = (
+    "image", "ors_catalog", "api_key_env", "capacity_source", "bundled", "catalog_entry", "catalog_snapshot",
+)
+
+
 class EnvironmentRejected(Exception):
     """Registration was refused; `errors` maps field names to messages."""
 
@@ -193,8 +199,7 @@ def environment_probe(*, environment: Environment) -> Environment:
         environment.status = Environment.Status.HEALTHY if result.healthy else Environment.Status.UNHEALTHY
         environment.last_error = result.error
         environment.tools = result.tools
-        keep = {k: v for k, v in (environment.metadata or {}).items()
-                if k in ("image", "ors_catalog", "api_key_env", "capacity_source", "bundled")}
+        keep = {k: v for k, v in (environment.metadata or {}).items() if k in KEPT_ON_PROBE}
         environment.metadata = {**result.metadata, **keep}
     environment.checked_at = timezone.now()
     environment.save(update_fields=["status", "last_error", "tools", "metadata", "checked_at"])

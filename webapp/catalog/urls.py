@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.catalog import views
+from webapp.catalog import snapshot_views, views
 
 urlpatterns = [
     path("environments/", views.environment_list, name="environment-list"),
@@ -15,4 +15,19 @@ urlpatterns = [
         "environments/bundled/<slug:key>/start/", views.bundled_start_view, name="bundled-start"
     ),
     path("environments/bundled/<slug:key>/stop/", views.bundled_stop_view, name="bundled-stop"),
+    path(
+        "environments/catalogs/",
+        snapshot_views.catalog_snapshot_import_view,
+        name="catalog-snapshot-import",
+    ),
+    path(
+        "environments/catalogs/<int:pk>/",
+        snapshot_views.catalog_snapshot_detail_view,
+        name="catalog-snapshot-detail",
+    ),
+    path(
+        "environments/catalogs/<int:pk>/register/",
+        snapshot_views.catalog_entry_register_view,
+        name="catalog-entry-register",
+    ),
 ]
