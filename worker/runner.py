@@ -76,6 +76,7 @@ class CapturingGRPOTrainer(GRPOTrainer):
                 "reward": sum(w * v for w, v in scored) if scored else None,
                 "advantage": _finite(advantages[i]) if i < len(advantages) else None,
                 "lost": bool(getattr(env, "lost", False)),
+                "lost_reason": str(getattr(env, "lost_reason", "") or "")[:500],
             })
         return rows
 

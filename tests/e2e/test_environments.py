@@ -66,7 +66,7 @@ def test_short_run_on_each_game(api, game_urls, worker, game):
     assert (run.status, run.error, run.step) == ("succeeded", "", 2)
     rollouts = list(Rollout.objects.filter(run_id=run_id))
     seen = [(r.step, r.rewards, r.unscored) for r in rollouts]
-    events = list(RunEvent.objects.filter(run_id=run_id).values_list("kind", "message"))
+    events = list(RunEvent.objects.filter(run_id=run_id).values_list("kind", "message", "data"))
     for key in ("rewards/outcome/mean", "rewards/tool_called/mean", "tools/call_frequency", "reward"):
         assert metric_steps(run_id, key) == [1, 2], (key, seen, events)
     assert len(rollouts) == 8 and {r.env for r in rollouts} == {game}

@@ -165,6 +165,7 @@ def test_restarted_server_loses_the_episode_and_the_rollout_is_unscored(owner):
                         "rewards": {"env_reward": None},
                         "reward": None,
                         "lost": True,
+                        "lost_reason": adapter.lost_reason,
                     },
                     {
                         "step": 1,
@@ -183,7 +184,8 @@ def test_restarted_server_loses_the_episode_and_the_rollout_is_unscored(owner):
         (2, False, 0.5),
     ]
     event = RunEvent.objects.get(run=run, kind="episode_lost")
-    assert event.data == {"step": 1, "envs": ["echo"], "seqs": [1]}
+    assert event.data == {"step": 1, "envs": ["echo"], "seqs": [1], "reasons": [adapter.lost_reason]}
+    assert adapter.lost_reason.startswith("step failed (RuntimeError: Server error: No episode in progress")
 
 
 def test_capacity_reached_names_environment_capacity_and_batch():

@@ -58,6 +58,11 @@ def telemetry_record(*, run_id: int, events: list[Event]) -> list[dict[str, Any]
         )
     if rollouts:
         Rollout.objects.bulk_create(rollouts)
+        reasons = sorted({
+            str(item.get("lost_reason") or "")[:500]
+            for kind, payload in events if kind == "rollouts"
+            for item in payload if item.get("lost") and item.get("lost_reason")
+        })
         lost = [r for r in rollouts if r.unscored]
         if lost:
             envs = sorted({r.env for r in lost})
@@ -67,7 +72,7 @@ def telemetry_record(*, run_id: int, events: list[Event]) -> list[dict[str, Any]
                     f"{len(lost)} episode(s) in {', '.join(envs)} lost at step {lost[0].step}: the environment "
                     "server no longer held them (restarted?). Those rollouts are unscored."
                 ),
-                data={"step": lost[0].step, "envs": envs, "seqs": [r.seq for r in lost]},
+                data={"step": lost[0].step, "envs": envs, "seqs": [r.seq for r in lost], "reasons": reasons[:5]},
             )
     Run.objects.filter(pk=run_id).update(last_seq=seq, step=Greatest(F("step"), Value(last_step)))
     return notes

@@ -50,6 +50,7 @@ class OpenEnvAdapter:
         self._steps = 0
         self.reward: float = 0.0
         self.lost = False
+        self.lost_reason = ""
         self.done = False
         self.tool_calls = 0
         self.tool_failures = 0
@@ -72,6 +73,7 @@ class OpenEnvAdapter:
         self._close()
         self.reward = 0.0
         self.lost = False
+        self.lost_reason = ""
         self.done = False
         self.tool_calls = 0
         self.tool_failures = 0
@@ -96,11 +98,13 @@ class OpenEnvAdapter:
         self.tool_calls += 1
         try:
             result = self._client.step(action)
-        except Exception:
+        except Exception as exc:
             self.tool_failures += 1
-            if self._episode_gone():
+            gone = self._episode_gone()
+            if gone:
                 self.lost = True
-                log.warning("%s: episode %s lost (the server no longer holds it)", self.env_name, self._episode_id)
+                self.lost_reason = f"step failed ({type(exc).__name__}: {str(exc)[:200]}) and {gone}"
+                log.warning("%s: episode %s lost: %s", self.env_name, self._episode_id, self.lost_reason)
                 raise EpisodeLost(LOST_MESSAGE) from None
             raise
         metadata = result.observation.metadata or {}
@@ -112,24 +116,30 @@ class OpenEnvAdapter:
         ):
             self.lost = True
             self.tool_failures += 1
-            log.warning("%s: episode %s lost (server answered for %s)", self.env_name, self._episode_id, episode)
+            self.lost_reason = (
+                f"the server answered for episode {episode} step {step_count}, "
+                f"not {self._episode_id} step {self._steps}"
+            )
+            log.warning("%s: episode %s lost: %s", self.env_name, self._episode_id, self.lost_reason)
             raise EpisodeLost(LOST_MESSAGE)
         if result.reward is not None:
             self.reward = max(self.reward, float(result.reward))
         self.done = bool(result.done)
         return result
 
-    def _episode_gone(self) -> bool:
-        """After a failed step: does the server still hold this episode? Unknown counts as gone:
-        an unscored rollout is safe, a rollout scored on another episode is not."""
+    def _episode_gone(self) -> str:
+        """After a failed step: why the server no longer holds this episode, or "" if it does.
+        Unknown counts as gone: an unscored rollout is safe, one scored on another episode is not."""
         try:
             state = self._client.state(timeout=10)
-        except Exception:
-            return True
+        except Exception as exc:
+            return f"its state could not be read ({type(exc).__name__}: {str(exc)[:200]})"
         episode = getattr(state, "episode_id", None)
         if episode is None and isinstance(state, dict):
             episode = state.get("episode_id")
-        return bool(self._episode_id) and episode != self._episode_id
+        if self._episode_id and episode != self._episode_id:
+            return f"the server now holds episode {episode}"
+        return ""
 
     def __del__(self) -> None:
         client, self._client = getattr(self, "_client", None), None
