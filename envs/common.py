@@ -31,3 +31,16 @@ def max_concurrent_envs(default: int = 64) -> int:
         source = MAX_CONCURRENT_ENVS_VAR if raw else "default"
         raise ValueError(f"{source} must be a positive integer, got {value!r}")
     return value
+
+
+def serve(app: object, name: str, argv: list[str] | None = None, *, default_port: int = 8000) -> None:
+    """`python -m envs.<name>.server [--host H] [--port N]`: serve `app` with uvicorn."""
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=f"Serve the {name} OpenEnv environment.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=default_port)
+    args = parser.parse_args(argv)
+    uvicorn.run(app, host=args.host, port=args.port)  # type: ignore[arg-type]

@@ -17,7 +17,6 @@ ball column for the same seed (``ENGINE`` says which one runs).
 
 from __future__ import annotations
 
-import argparse
 import random
 import uuid
 from typing import Any, Protocol
@@ -34,7 +33,7 @@ from envs.catch.models import (
     CatchObservation,
     CatchState,
 )
-from envs.common import max_concurrent_envs
+from envs.common import max_concurrent_envs, serve
 
 try:
     import pyspiel  # type: ignore[import-not-found, unused-ignore]
@@ -249,13 +248,7 @@ app = create_app(
 
 def main(argv: list[str] | None = None) -> None:
     """Serve the app with uvicorn (``python -m envs.catch.server --port N``)."""
-    import uvicorn
-
-    parser = argparse.ArgumentParser(description="Serve the catch OpenEnv environment.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    args = parser.parse_args(argv)
-    uvicorn.run(app, host=args.host, port=args.port)
+    serve(app, "catch", argv)
 
 
 if __name__ == "__main__":

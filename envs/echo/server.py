@@ -8,7 +8,6 @@ HTTP ``/reset`` and ``/step`` routes build a throwaway environment per request.
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import uuid
 from typing import Any
@@ -17,7 +16,7 @@ from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from envs.common import max_concurrent_envs
+from envs.common import max_concurrent_envs, serve
 from envs.echo.models import (
     MAX_MESSAGE_CHARS,
     MAX_STEPS,
@@ -144,13 +143,7 @@ app = create_app(
 
 def main(argv: list[str] | None = None) -> None:
     """Serve the app with uvicorn (``python -m envs.echo.server --port N``)."""
-    import uvicorn
-
-    parser = argparse.ArgumentParser(description="Serve the echo OpenEnv environment.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    args = parser.parse_args(argv)
-    uvicorn.run(app, host=args.host, port=args.port)
+    serve(app, "echo", argv)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ environment.
 
 from __future__ import annotations
 
-import argparse
 import random
 import uuid
 from typing import Annotated, Any
@@ -31,7 +30,7 @@ from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservatio
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 from pydantic import Field
 
-from envs.common import max_concurrent_envs
+from envs.common import max_concurrent_envs, serve
 
 ENV_NAME = "mcpdemo"
 ENV_VERSION = "0.1.0"
@@ -239,13 +238,7 @@ app = create_app(
 
 def main(argv: list[str] | None = None) -> None:
     """Serve the app with uvicorn (``python -m envs.mcpdemo.server --port N``)."""
-    import uvicorn
-
-    parser = argparse.ArgumentParser(description="Serve the mcpdemo OpenEnv environment.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    args = parser.parse_args(argv)
-    uvicorn.run(app, host=args.host, port=args.port)
+    serve(app, "mcpdemo", argv)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ Rules of an episode (``reset(seed=..., blanks=...)``):
 
 from __future__ import annotations
 
-import argparse
 import random
 import uuid
 from typing import Any
@@ -31,7 +30,7 @@ from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from envs.common import max_concurrent_envs
+from envs.common import max_concurrent_envs, serve
 from envs.sudoku.models import (
     BOX,
     DEFAULT_BLANKS,
@@ -291,13 +290,7 @@ app = create_app(
 
 def main(argv: list[str] | None = None) -> None:
     """Serve the app with uvicorn (``python -m envs.sudoku.server --port N``)."""
-    import uvicorn
-
-    parser = argparse.ArgumentParser(description="Serve the sudoku OpenEnv environment.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    args = parser.parse_args(argv)
-    uvicorn.run(app, host=args.host, port=args.port)
+    serve(app, "sudoku", argv)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,9 +14,9 @@ from websockets.sync.client import connect as ws_connect
 
 from envs.mcpdemo.server import McpDemoEnvironment, target_for_seed
 from tests.envs.servers import run_env_server
+from tests.envs.wire import SERVER_ENV, assert_openenv_validate_passes
 
 APP = "envs.mcpdemo.server:app"
-SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
 SEED_3_INSTRUCTION = (
     "Build a shopping list whose quantities add up to exactly 5: add items with "
     "add_item(name, quantity), then call total() to check. You have 8 tool calls; a "
@@ -282,21 +280,4 @@ def test_sessions_are_independent(mcpdemo_url: str) -> None:
 
 
 def test_openenv_validate(mcpdemo_url: str, tmp_path: Path) -> None:
-    report_path = tmp_path / "report.json"
-    command = [sys.executable, "-m", "openenv.cli", "validate", "--url", mcpdemo_url]
-    run = subprocess.run(
-        [*command, "--output", str(report_path)], capture_output=True, text=True, timeout=120
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.splitlines() == [
-        f"Validation report for {mcpdemo_url} (profile: openenv-http/1.x)",
-        "  standard version: 1.0.0 · mode: simulation",
-        "  PASS  openapi_version_available",
-        "  PASS  health_endpoint",
-        "  PASS  metadata_endpoint",
-        "  PASS  schema_endpoint",
-        "  PASS  mcp_endpoint",
-        "  PASS  mode_endpoint_consistency",
-        "Verdict: PASS",
-    ]
-    assert json.loads(report_path.read_text())["passed"] is True
+    assert_openenv_validate_passes(mcpdemo_url, tmp_path)

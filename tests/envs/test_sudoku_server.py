@@ -6,10 +6,7 @@ episode's seed; the server never reveals it.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,28 +23,20 @@ from envs.sudoku.server import (
     render_grid,
 )
 from tests.envs.servers import free_port, run_env_server, run_server_command
+from tests.envs.wire import (
+    CAPACITY_ERROR,
+    SERVER_ENV,
+    assert_openenv_validate_passes,
+    get_json,
+    over_error,
+)
 
 APP = "envs.sudoku.server:app"
-SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
-CAPACITY_ERROR = (
-    "Server error: Server at capacity: 2/2 sessions active. "
-    "Cannot accept new connections. (code: CAPACITY_REACHED)"
-)
 Cell = tuple[int, int]
 
 
-def over_error(episode_id: str) -> str:
-    return (
-        f"Server error: Episode {episode_id} is over: call reset() to start a new one "
-        "(code: EXECUTION_ERROR)"
-    )
 
 
-def get_json(url: str) -> Any:
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(url, timeout=5) as response:
-        assert response.status == 200
-        return json.load(response)
 
 
 def blank_cells(puzzle: list[list[int]]) -> list[Cell]:
@@ -396,19 +385,4 @@ def test_capacity_reached() -> None:
 
 
 def test_openenv_validate(sudoku_url: str, tmp_path: Path) -> None:
-    report_path = tmp_path / "report.json"
-    command = [sys.executable, "-m", "openenv.cli", "validate", "--url", sudoku_url]
-    run = subprocess.run(
-        [*command, "--output", str(report_path)], capture_output=True, text=True, timeout=120
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.splitlines()[-1] == "Verdict: PASS"
-    report = json.loads(report_path.read_text())
-    assert report["passed"] is True
-    assert report["summary"] == {
-        "passed_count": 6,
-        "total_count": 6,
-        "failed_criteria": [],
-        "required_passed_count": 6,
-        "required_total_count": 6,
-    }
+    assert_openenv_validate_passes(sudoku_url, tmp_path)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,32 +25,21 @@ from envs.wordle.server import (
     secret_for_seed,
 )
 from tests.envs.servers import free_port, run_env_server, run_server_command
+from tests.envs.wire import (
+    CAPACITY_ERROR,
+    NOT_STARTED_ERROR,
+    SERVER_ENV,
+    assert_openenv_validate_passes,
+    get_json,
+    over_error,
+)
 
 APP = "envs.wordle.server:app"
-SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
 SEED = 2024
-CAPACITY_ERROR = (
-    "Server error: Server at capacity: 2/2 sessions active. "
-    "Cannot accept new connections. (code: CAPACITY_REACHED)"
-)
-NOT_STARTED_ERROR = (
-    "Server error: No episode in progress: call reset() first (a restarted server gives "
-    "a reconnecting client a fresh environment) (code: EXECUTION_ERROR)"
-)
 
 
-def over_error(episode_id: str) -> str:
-    return (
-        f"Server error: Episode {episode_id} is over: call reset() to start a new one "
-        "(code: EXECUTION_ERROR)"
-    )
 
 
-def get_json(url: str) -> Any:
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(url, timeout=5) as response:
-        assert response.status == 200
-        return json.load(response)
 
 
 def other_words(secret: str, count: int) -> list[str]:
@@ -426,29 +413,4 @@ def test_capacity_reached() -> None:
 
 
 def test_openenv_validate(wordle_url: str, tmp_path: Path) -> None:
-    report_path = tmp_path / "report.json"
-    command = [sys.executable, "-m", "openenv.cli", "validate", "--url", wordle_url]
-    run = subprocess.run(
-        [*command, "--output", str(report_path)], capture_output=True, text=True, timeout=120
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.splitlines() == [
-        f"Validation report for {wordle_url} (profile: openenv-http/1.x)",
-        "  standard version: 1.0.0 · mode: simulation",
-        "  PASS  openapi_version_available",
-        "  PASS  health_endpoint",
-        "  PASS  metadata_endpoint",
-        "  PASS  schema_endpoint",
-        "  PASS  mcp_endpoint",
-        "  PASS  mode_endpoint_consistency",
-        "Verdict: PASS",
-    ]
-    report = json.loads(report_path.read_text())
-    assert report["passed"] is True
-    assert report["summary"] == {
-        "passed_count": 6,
-        "total_count": 6,
-        "failed_criteria": [],
-        "required_passed_count": 6,
-        "required_total_count": 6,
-    }
+    assert_openenv_validate_passes(wordle_url, tmp_path)

@@ -1,0 +1,63 @@
+"""What the tests of every bundled OpenEnv server share: how openenv reports errors over
+the wire, a proxy-free JSON GET, and `openenv validate` run against a live server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
+CAPACITY_ERROR = (
+    "Server error: Server at capacity: 2/2 sessions active. "
+    "Cannot accept new connections. (code: CAPACITY_REACHED)"
+)
+NOT_STARTED_ERROR = (
+    "Server error: No episode in progress: call reset() first (a restarted server gives "
+    "a reconnecting client a fresh environment) (code: EXECUTION_ERROR)"
+)
+
+
+def over_error(episode_id: str) -> str:
+    return (
+        f"Server error: Episode {episode_id} is over: call reset() to start a new one "
+        "(code: EXECUTION_ERROR)"
+    )
+
+
+def get_json(url: str) -> Any:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=5) as response:
+        assert response.status == 200
+        return json.load(response)
+
+
+def assert_openenv_validate_passes(url: str, tmp_path: Path) -> None:
+    """openenv's own conformance check: all six criteria pass, in simulation mode."""
+    report_path = tmp_path / "report.json"
+    command = [sys.executable, "-m", "openenv.cli", "validate", "--url", url]
+    run = subprocess.run([*command, "--output", str(report_path)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.splitlines() == [
+        f"Validation report for {url} (profile: openenv-http/1.x)",
+        "  standard version: 1.0.0 · mode: simulation",
+        "  PASS  openapi_version_available",
+        "  PASS  health_endpoint",
+        "  PASS  metadata_endpoint",
+        "  PASS  schema_endpoint",
+        "  PASS  mcp_endpoint",
+        "  PASS  mode_endpoint_consistency",
+        "Verdict: PASS",
+    ]
+    report = json.loads(report_path.read_text())
+    assert (report["passed"], report["mode"]) == (True, "simulation")
+    assert report["summary"] == {
+        "passed_count": 6,
+        "total_count": 6,
+        "failed_criteria": [],
+        "required_passed_count": 6,
+        "required_total_count": 6,
+    }
