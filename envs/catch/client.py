@@ -19,36 +19,17 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from openenv.core.client_types import StepResult
-from openenv.core.env_client import EnvClient
 from openenv.core.sync_client import SyncEnvClient
 
 from envs.catch.models import CatchAction, CatchObservation, CatchState
+from envs.typed_client import TypedEnvClient
 
 
-class CatchEnv(EnvClient[CatchAction, CatchObservation, CatchState]):
+class CatchEnv(TypedEnvClient[CatchAction, CatchObservation, CatchState]):
     """Async WebSocket client: one server-side environment per client instance."""
 
-    def _step_payload(self, action: CatchAction) -> dict[str, Any]:
-        payload: dict[str, Any] = {"direction": action.direction}
-        if action.metadata:
-            payload["metadata"] = action.metadata
-        return payload
-
-    def _parse_result(self, payload: dict[str, Any]) -> StepResult[CatchObservation]:
-        obs_data = dict(payload.get("observation") or {})
-        obs_data["reward"] = payload.get("reward")
-        obs_data["done"] = bool(payload.get("done", False))
-        observation = CatchObservation.model_validate(obs_data)
-        return StepResult(
-            observation=observation,
-            reward=observation.reward,
-            done=observation.done,
-            metadata=payload.get("metadata"),
-        )
-
-    def _parse_state(self, payload: dict[str, Any]) -> CatchState:
-        return CatchState.model_validate(payload)
+    observation_cls = CatchObservation
+    state_cls = CatchState
 
 
 def open_catch_env(

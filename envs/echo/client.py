@@ -18,36 +18,17 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from openenv.core.client_types import StepResult
-from openenv.core.env_client import EnvClient
 from openenv.core.sync_client import SyncEnvClient
 
 from envs.echo.models import EchoAction, EchoObservation, EchoState
+from envs.typed_client import TypedEnvClient
 
 
-class EchoEnv(EnvClient[EchoAction, EchoObservation, EchoState]):
+class EchoEnv(TypedEnvClient[EchoAction, EchoObservation, EchoState]):
     """Async WebSocket client: one server-side environment per client instance."""
 
-    def _step_payload(self, action: EchoAction) -> dict[str, Any]:
-        payload: dict[str, Any] = {"message": action.message}
-        if action.metadata:
-            payload["metadata"] = action.metadata
-        return payload
-
-    def _parse_result(self, payload: dict[str, Any]) -> StepResult[EchoObservation]:
-        obs_data = dict(payload.get("observation") or {})
-        obs_data["reward"] = payload.get("reward")
-        obs_data["done"] = bool(payload.get("done", False))
-        observation = EchoObservation.model_validate(obs_data)
-        return StepResult(
-            observation=observation,
-            reward=observation.reward,
-            done=observation.done,
-            metadata=payload.get("metadata"),
-        )
-
-    def _parse_state(self, payload: dict[str, Any]) -> EchoState:
-        return EchoState.model_validate(payload)
+    observation_cls = EchoObservation
+    state_cls = EchoState
 
 
 def open_echo_env(

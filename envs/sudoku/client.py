@@ -19,40 +19,17 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from openenv.core.client_types import StepResult
-from openenv.core.env_client import EnvClient
 from openenv.core.sync_client import SyncEnvClient
 
 from envs.sudoku.models import SudokuAction, SudokuObservation, SudokuState
+from envs.typed_client import TypedEnvClient
 
 
-class SudokuEnv(EnvClient[SudokuAction, SudokuObservation, SudokuState]):
+class SudokuEnv(TypedEnvClient[SudokuAction, SudokuObservation, SudokuState]):
     """Async WebSocket client: one server-side environment per client instance."""
 
-    def _step_payload(self, action: SudokuAction) -> dict[str, Any]:
-        payload: dict[str, Any] = {
-            "row": action.row,
-            "column": action.column,
-            "digit": action.digit,
-        }
-        if action.metadata:
-            payload["metadata"] = action.metadata
-        return payload
-
-    def _parse_result(self, payload: dict[str, Any]) -> StepResult[SudokuObservation]:
-        obs_data = dict(payload.get("observation") or {})
-        obs_data["reward"] = payload.get("reward")
-        obs_data["done"] = bool(payload.get("done", False))
-        observation = SudokuObservation.model_validate(obs_data)
-        return StepResult(
-            observation=observation,
-            reward=observation.reward,
-            done=observation.done,
-            metadata=payload.get("metadata"),
-        )
-
-    def _parse_state(self, payload: dict[str, Any]) -> SudokuState:
-        return SudokuState.model_validate(payload)
+    observation_cls = SudokuObservation
+    state_cls = SudokuState
 
 
 def open_sudoku_env(

@@ -18,36 +18,17 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from openenv.core.client_types import StepResult
-from openenv.core.env_client import EnvClient
 from openenv.core.sync_client import SyncEnvClient
 
+from envs.typed_client import TypedEnvClient
 from envs.wordle.models import WordleAction, WordleObservation, WordleState
 
 
-class WordleEnv(EnvClient[WordleAction, WordleObservation, WordleState]):
+class WordleEnv(TypedEnvClient[WordleAction, WordleObservation, WordleState]):
     """Async WebSocket client: one server-side game per client instance."""
 
-    def _step_payload(self, action: WordleAction) -> dict[str, Any]:
-        payload: dict[str, Any] = {"guess": action.guess}
-        if action.metadata:
-            payload["metadata"] = action.metadata
-        return payload
-
-    def _parse_result(self, payload: dict[str, Any]) -> StepResult[WordleObservation]:
-        obs_data = dict(payload.get("observation") or {})
-        obs_data["reward"] = payload.get("reward")
-        obs_data["done"] = bool(payload.get("done", False))
-        observation = WordleObservation.model_validate(obs_data)
-        return StepResult(
-            observation=observation,
-            reward=observation.reward,
-            done=observation.done,
-            metadata=payload.get("metadata"),
-        )
-
-    def _parse_state(self, payload: dict[str, Any]) -> WordleState:
-        return WordleState.model_validate(payload)
+    observation_cls = WordleObservation
+    state_cls = WordleState
 
 
 def open_wordle_env(
