@@ -44,3 +44,14 @@ def serve(app: object, name: str, argv: list[str] | None = None, *, default_port
     parser.add_argument("--port", type=int, default=default_port)
     args = parser.parse_args(argv)
     uvicorn.run(app, host=args.host, port=args.port)  # type: ignore[arg-type]
+
+
+def require_open_episode(*, started: bool, episode_id: str | None, done: bool, error: type[Exception] = RuntimeError) -> None:
+    """Refuse a step outside an episode, with the messages clients (and tests) rely on."""
+    if not started:
+        raise error(
+            "No episode in progress: call reset() first "
+            "(a restarted server gives a reconnecting client a fresh environment)"
+        )
+    if done:
+        raise error(f"Episode {episode_id} is over: call reset() to start a new one")

@@ -33,7 +33,7 @@ from envs.catch.models import (
     CatchObservation,
     CatchState,
 )
-from envs.common import max_concurrent_envs, serve
+from envs.common import max_concurrent_envs, require_open_episode, serve
 
 try:
     import pyspiel  # type: ignore[import-not-found, unused-ignore]
@@ -169,15 +169,7 @@ class CatchEnvironment(Environment[CatchAction, CatchObservation, CatchState]):
     ) -> CatchObservation:
         """Move the paddle by ``action.direction``; the ball falls one row."""
         state, game = self._state, self._game
-        if game is None:
-            raise RuntimeError(
-                "No episode in progress: call reset() first "
-                "(a restarted server gives a reconnecting client a fresh environment)"
-            )
-        if state.done:
-            raise RuntimeError(
-                f"Episode {state.episode_id} is over: call reset() to start a new one"
-            )
+        require_open_episode(started=game is not None, episode_id=state.episode_id, done=state.done)
         state.step_count += 1
         game.apply(ACTIONS[action.direction])
         self._sync_state(game)

@@ -16,7 +16,7 @@ from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from envs.common import max_concurrent_envs, serve
+from envs.common import max_concurrent_envs, require_open_episode, serve
 from envs.echo.models import (
     MAX_MESSAGE_CHARS,
     MAX_STEPS,
@@ -87,15 +87,7 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
     ) -> EchoObservation:
         """Echo ``action.message`` and score it against the target."""
         state = self._state
-        if not self._started:
-            raise RuntimeError(
-                "No episode in progress: call reset() first "
-                "(a restarted server gives a reconnecting client a fresh environment)"
-            )
-        if state.done:
-            raise RuntimeError(
-                f"Episode {state.episode_id} is over: call reset() to start a new one"
-            )
+        require_open_episode(started=self._started, episode_id=state.episode_id, done=state.done)
         reward = score(action.message, state.target)
         state.step_count += 1
         state.done = reward == 1.0 or state.step_count >= state.max_steps

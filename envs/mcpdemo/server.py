@@ -30,7 +30,7 @@ from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservatio
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 from pydantic import Field
 
-from envs.common import max_concurrent_envs, serve
+from envs.common import max_concurrent_envs, require_open_episode, serve
 
 ENV_NAME = "mcpdemo"
 ENV_VERSION = "0.1.0"
@@ -190,15 +190,7 @@ class McpDemoEnvironment(MCPEnvironment):
     # --- helpers ------------------------------------------------------------------------
 
     def _require_active(self) -> None:
-        if not self._started:
-            raise ValueError(
-                "No episode in progress: call reset() first "
-                "(a restarted server gives a reconnecting client a fresh environment)"
-            )
-        if self._state.done:
-            raise ValueError(
-                f"Episode {self._state.episode_id} is over: call reset() to start a new one"
-            )
+        require_open_episode(started=self._started, episode_id=self._state.episode_id, done=self._state.done, error=ValueError)
 
     def _begin_call(self) -> bool:
         """Whether this call counts as a step of a running episode."""

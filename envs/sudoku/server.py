@@ -30,7 +30,7 @@ from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from envs.common import max_concurrent_envs, serve
+from envs.common import max_concurrent_envs, require_open_episode, serve
 from envs.sudoku.models import (
     BOX,
     DEFAULT_BLANKS,
@@ -178,15 +178,7 @@ class SudokuEnvironment(Environment[SudokuAction, SudokuObservation, SudokuState
     ) -> SudokuObservation:
         """Place ``action.digit`` at ``action.row``, ``action.column`` if the rules allow."""
         state = self._state
-        if not self._started:
-            raise RuntimeError(
-                "No episode in progress: call reset() first "
-                "(a restarted server gives a reconnecting client a fresh environment)"
-            )
-        if state.done:
-            raise RuntimeError(
-                f"Episode {state.episode_id} is over: call reset() to start a new one"
-            )
+        require_open_episode(started=self._started, episode_id=state.episode_id, done=state.done)
         state.step_count += 1
         row, column, digit = action.row - 1, action.column - 1, action.digit
         refusal = self._refusal(row, column, digit)

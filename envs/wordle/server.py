@@ -22,7 +22,7 @@ from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from envs.common import max_concurrent_envs, serve
+from envs.common import max_concurrent_envs, require_open_episode, serve
 from envs.wordle.models import (
     MAX_GUESSES,
     WORD_LENGTH,
@@ -166,15 +166,7 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
     ) -> WordleObservation:
         """Score ``action.guess``; a refused guess counts as a step but not as a guess."""
         state = self._state
-        if not self._started:
-            raise RuntimeError(
-                "No episode in progress: call reset() first "
-                "(a restarted server gives a reconnecting client a fresh environment)"
-            )
-        if state.done:
-            raise RuntimeError(
-                f"Episode {state.episode_id} is over: call reset() to start a new one"
-            )
+        require_open_episode(started=self._started, episode_id=state.episode_id, done=state.done)
         state.step_count += 1
         guess = action.guess.strip().lower()
         reason = invalid_reason(guess, state.guesses)
