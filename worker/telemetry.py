@@ -97,7 +97,7 @@ class TelemetrySink:
                 self._pending.events.append((kind, item))
 
     def _run(self) -> None:
-        from django.db import close_old_connections
+        from django.db import DataError, IntegrityError, close_old_connections
 
         self._loop = asyncio.new_event_loop()
         backoff = 0.0
@@ -113,6 +113,13 @@ class TelemetrySink:
                         if due_beat:
                             last_beat = time.monotonic()
                         backoff = 0.0
+                    except (DataError, IntegrityError) as exc:
+                        # Not an outage: retrying this batch would fail forever and hold back
+                        # every later step. Keep what can be stored, one event at a time.
+                        self.stats["db_errors"] += 1
+                        log.warning("run %s: telemetry batch refused (%s); salvaging it", self.run_id, exc)
+                        close_old_connections()
+                        notes = self._salvage()
                     except Exception as exc:  # database down or locked: keep the batch, retry
                         self.stats["db_errors"] += 1
                         log.warning("run %s: telemetry write failed, will retry: %s", self.run_id, exc)
@@ -164,6 +171,25 @@ class TelemetrySink:
             self.lease_lost.set()
         if cancel:
             self.cancel_requested.set()
+        return notes
+
+    def _salvage(self) -> list[dict[str, Any]]:
+        """Write a refused batch event by event (rollouts one by one); drop and count only
+        what the database refuses on its own. The checkpoint and heartbeat come next loop."""
+        from django.db import DataError, IntegrityError
+
+        from webapp.runs.telemetry import telemetry_record
+
+        batch, self._pending = self._pending, _Batch(checkpoint=self._pending.checkpoint)
+        notes: list[dict[str, Any]] = []
+        for kind, payload in batch.events:
+            pieces = [(kind, [row]) for row in payload] if kind == "rollouts" else [(kind, payload)]
+            for piece in pieces:
+                try:
+                    notes += telemetry_record(run_id=self.run_id, events=[piece])
+                except (DataError, IntegrityError) as exc:
+                    self.stats["dropped_events"] = self.stats.get("dropped_events", 0) + 1
+                    log.error("run %s: dropped one %s event the database refuses: %s", self.run_id, kind, exc)
         return notes
 
     def _announce(self, notes: list[dict[str, Any]]) -> None:

@@ -125,3 +125,36 @@ def test_cancel_and_lost_lease_reach_the_training_loop(claimed_run):
     Run.objects.filter(pk=claimed_run.pk).update(lease_owner="someone-else")
     assert sink.lease_lost.wait(5)
     sink.close(timeout=5)
+
+
+def test_nul_characters_in_model_text_are_stored_and_nothing_after_is_held_back(claimed_run):
+    # PostgreSQL refuses NUL in text and JSON; a tiny model's output can contain one.
+    sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.2)
+    sink.rollouts([{"step": 1, "env": "echo\x00", "messages": [{"role": "assistant", "content": "a\x00b"}],
+                    "rewards": {"env_reward": 0.0}, "reward": 0.0}])
+    sink.metrics(1, {"reward": 0.0})
+    sink.metrics(2, {"reward": 1.0})
+    assert sink.close(timeout=10) is True
+    rollout = Rollout.objects.get(run=claimed_run)
+    assert (rollout.env, rollout.messages) == ("echo\ufffd", [{"role": "assistant", "content": "a\ufffdb"}])
+    assert list(MetricPoint.objects.filter(run=claimed_run).order_by("step").values_list("step", "value")) == [
+        (1, 0.0), (2, 1.0),
+    ]
+    assert sink.stats["db_errors"] == 0
+
+
+def test_an_event_the_database_refuses_is_dropped_alone(claimed_run):
+    sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.2)
+    good = {"env": "echo", "messages": [], "rewards": {}, "reward": 0.5}
+    sink.rollouts([{**good, "step": 1}, {**good, "step": -1}, {**good, "step": 1, "reward": 0.25}])
+    sink.metrics(1, {"reward": 0.5})
+    sink.checkpoint(1)
+    sink.metrics(2, {"reward": 0.75})
+    assert sink.close(timeout=20) is True
+    assert list(Rollout.objects.filter(run=claimed_run).values_list("step", "reward")) == [(1, 0.5), (1, 0.25)]
+    assert list(MetricPoint.objects.filter(run=claimed_run).order_by("step").values_list("step", "value")) == [
+        (1, 0.5), (2, 0.75),
+    ]
+    claimed_run.refresh_from_db()
+    assert claimed_run.checkpoint_step == 1
+    assert (sink.stats["db_errors"] >= 1, sink.stats["dropped_events"]) == (True, 1)

@@ -39,7 +39,9 @@ def telemetry_record(*, run_id: int, events: list[Event]) -> list[dict[str, Any]
         if kind == "metrics":
             step, values = payload
             seq += 1
-            clean = {str(k)[:120]: v for k, v in ((k, _number(v)) for k, v in values.items()) if v is not None}
+            clean = {
+                storable(str(k)[:120]): v for k, v in ((k, _number(v)) for k, v in values.items()) if v is not None
+            }
             points.extend(MetricPoint(run_id=run_id, step=step, key=k, value=v, seq=seq) for k, v in clean.items())
             notes.append({"type": "metrics", "seq": seq, "step": step, "values": clean})
             last_step = max(last_step, step)
@@ -59,7 +61,7 @@ def telemetry_record(*, run_id: int, events: list[Event]) -> list[dict[str, Any]
     if rollouts:
         Rollout.objects.bulk_create(rollouts)
         reasons = sorted({
-            str(item.get("lost_reason") or "")[:500]
+            storable(str(item.get("lost_reason") or "")[:500])
             for kind, payload in events if kind == "rollouts"
             for item in payload if item.get("lost") and item.get("lost_reason")
         })
@@ -78,11 +80,24 @@ def telemetry_record(*, run_id: int, events: list[Event]) -> list[dict[str, Any]
     return notes
 
 
+def storable(value: Any) -> Any:
+    """Model and environment text as every database takes it: PostgreSQL refuses NUL
+    characters in text and JSON, which a tiny model's output can contain. Replaced by
+    U+FFFD, so the transcript still shows that something was there."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {storable(str(k)): storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(v) for v in value]
+    return value
+
+
 def _rollout(run_id: int, seq: int, item: dict[str, Any]) -> Rollout:
     return Rollout(
-        run_id=run_id, seq=seq, step=int(item["step"]), env=str(item.get("env", ""))[:64],
-        prompt=item.get("prompt", []), messages=item.get("messages", []),
-        rewards={str(k): _number(v) for k, v in item.get("rewards", {}).items()},
+        run_id=run_id, seq=seq, step=int(item["step"]), env=storable(str(item.get("env", ""))[:64]),
+        prompt=storable(item.get("prompt", [])), messages=storable(item.get("messages", [])),
+        rewards={storable(str(k)): _number(v) for k, v in item.get("rewards", {}).items()},
         reward=_number(item.get("reward")), advantage=_number(item.get("advantage")),
         unscored=bool(item.get("lost", False)),
     )
