@@ -4,7 +4,6 @@ reload, as telemetry flows through the real sink, database, Redis and ASGI serve
 
 from __future__ import annotations
 
-import os
 import threading
 
 import pytest
@@ -15,40 +14,6 @@ from worker.telemetry import TelemetrySink
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = "/usr/bin/chromium"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(
-            "Debian's chromium is missing: make test installs it (apt-get install chromium)"
-        )
-    # Playwright's sync API runs an event loop in this thread for as long as the browser
-    # lives; the ORM calls made here (and the database flush after each test) are plain
-    # blocking calls, which Django refuses in such a thread unless told.
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        yield browser
-        browser.close()
-    if previous is None:
-        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    else:
-        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 def _push(run_id: int, steps: range, evil: str) -> None:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import difflib
-import json
 import sys
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +12,7 @@ import pytest
 from envs.ors.environments import Echo, GuessNumber, echo_score, guess_score
 from envs.ors.tasks import ECHO_TASKS, GUESS_TASKS
 from tests.envs.servers import free_port, run_server_command
+from tests.envs.wire import get_json
 
 SERVER_ENV = {"OPENREWARD_DISABLE_UPDATE_CHECK": "1"}
 FINISHED_ERROR = (
@@ -21,12 +20,6 @@ FINISHED_ERROR = (
     "finished=True), so no further tool calls are accepted."
 )
 
-
-def get_json(url: str) -> Any:
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(url, timeout=5) as response:
-        assert response.status == 200
-        return json.load(response)
 
 
 @pytest.fixture(scope="module")

@@ -64,6 +64,19 @@ def _request(session: requests.Session, method: str, url: str, timeout: float, *
         raise ProbeError(f"{url} did not return JSON: not an environment server") from None
 
 
+def _session() -> requests.Session:
+    session = requests.Session()
+    session.trust_env = False  # environment servers are reached directly, never through a proxy
+    return session
+
+
+def _health(session: requests.Session, base_url: str, timeout: float) -> dict[str, Any]:
+    health = _request(session, "GET", f"{base_url}/health", timeout)
+    if not isinstance(health, dict) or "status" not in health:
+        raise ProbeError("/health did not return a status: not an environment server")
+    return health
+
+
 def _text(value: Any, limit: int = MAX_TEXT) -> str:
     return str(value)[:limit] if value is not None else ""
 
@@ -156,11 +169,8 @@ def probe_openenv(base_url: str, *, timeout: float | None = None) -> ProbeResult
     """Read `/health`, `/metadata`, `/schema` (and `/mcp` tools). ProbeError when it is no OpenEnv server."""
     timeout = _timeout(timeout)
     base_url = normalise_base_url(base_url)
-    with requests.Session() as session:
-        session.trust_env = False
-        health = _request(session, "GET", f"{base_url}/health", timeout)
-        if not isinstance(health, dict) or "status" not in health:
-            raise ProbeError("/health did not return a status: not an OpenEnv server")
+    with _session() as session:
+        health = _health(session, base_url, timeout)
         schema = _request(session, "GET", f"{base_url}/schema", timeout)
         if not isinstance(schema, dict) or not isinstance(schema.get("action"), dict):
             raise ProbeError("/schema has no 'action' object: not an OpenEnv server")
@@ -193,27 +203,26 @@ def ors_environments(base_url: str, *, timeout: float | None = None) -> list[str
     """The environment names an ORS server hosts. ProbeError when it is no ORS server."""
     timeout = _timeout(timeout)
     base_url = normalise_base_url(base_url)
-    with requests.Session() as session:
-        session.trust_env = False
-        health = _request(session, "GET", f"{base_url}/health", timeout)
-        if not isinstance(health, dict) or "status" not in health:
-            raise ProbeError("/health did not return a status: not an environment server")
+    with _session() as session:
+        _health(session, base_url, timeout)
         names = _request(session, "GET", f"{base_url}/list_environments", timeout)
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         raise ProbeError("/list_environments did not return environment names: not an ORS server")
     return [_text(n, 100) for n in names[:100]]
 
 
-def probe_ors(base_url: str, *, env_name: str, timeout: float | None = None) -> ProbeResult:
-    """Read one ORS environment: tools, splits and task counts."""
+def probe_ors(
+    base_url: str, *, env_name: str, timeout: float | None = None, names: list[str] | None = None
+) -> ProbeResult:
+    """Read one ORS environment: tools, splits and task counts (`names`: the server's
+    environments, when the caller has just listed them)."""
     timeout = _timeout(timeout)
     base_url = normalise_base_url(base_url)
-    names = ors_environments(base_url, timeout=timeout)
+    names = names if names is not None else ors_environments(base_url, timeout=timeout)
     if env_name not in names:
         raise ProbeError(f"the server hosts {', '.join(names)}; no environment named '{env_name}'")
     prefix = f"{base_url}/{quote(env_name, safe='')}"
-    with requests.Session() as session:
-        session.trust_env = False
+    with _session() as session:
         listed = _request(session, "GET", f"{prefix}/tools", timeout)
         raw_splits = _request(session, "GET", f"{prefix}/splits", timeout)
         tools_raw = listed.get("tools") if isinstance(listed, dict) else None
@@ -248,7 +257,7 @@ def probe_environment(
     if kind == "openenv":
         return probe_openenv(base_url, timeout=timeout)
     if kind == "ors":
-        return probe_ors(base_url, env_name=ors_env or _only_ors_env(base_url, timeout), timeout=timeout)
+        return _probe_ors_choosing(base_url, ors_env, timeout)
     if kind not in (None, ""):
         raise ProbeError(f"kind '{kind}' cannot be probed over HTTP")
     started = time.monotonic()
@@ -259,18 +268,19 @@ def probe_environment(
             raise  # down or slow: asking again under another name only doubles the wait
         try:
             remaining = max(1.0, _timeout(timeout) - (time.monotonic() - started))
-            return probe_ors(base_url, env_name=ors_env or _only_ors_env(base_url, remaining), timeout=remaining)
+            return _probe_ors_choosing(base_url, ors_env, remaining)
         except ProbeError as ors_error:
             raise ProbeError(
                 f"not an OpenEnv server ({openenv_error}) nor an Open Reward Standard server ({ors_error})"
             ) from None
 
 
-def _only_ors_env(base_url: str, timeout: float | None) -> str:
+def _probe_ors_choosing(base_url: str, ors_env: str, timeout: float | None) -> ProbeResult:
+    """Probe `ors_env`, or the server's only environment; several and none chosen is an error."""
     names = ors_environments(base_url, timeout=timeout)
-    if len(names) > 1:
+    if not ors_env and len(names) > 1:
         raise ProbeError(f"the server hosts several environments ({', '.join(names)}): choose one (ors_env)")
-    return names[0]
+    return probe_ors(base_url, env_name=ors_env or names[0], timeout=timeout, names=names)
 
 
 # --- capacity -----------------------------------------------------------------------------
