@@ -177,8 +177,44 @@ LOGGING = {
 CELERY_BEAT_SCHEDULE = {
     "recheck-environments": {"task": "worker.tasks.recheck_environments", "schedule": ENVLAB_RECHECK_SECONDS},
     "sweep-stale-runs": {"task": "worker.tasks.sweep_stale_runs", "schedule": 30.0},
+    # Re-sends queued runs that no worker claimed (a launch while Redis was down, a lost message).
+    "requeue-unclaimed-runs": {"task": "worker.tasks.requeue_unclaimed_runs", "schedule": 60.0,
+                               "options": {"expires": 60.0}},
     # Restarts bundled environment servers whose process died. Expires unless picked up
     # promptly, so a busy worker does not find a backlog of identical checks.
     "supervise-bundled": {"task": "worker.tasks.supervise_bundled", "schedule": 5.0,
                           "options": {"expires": 5.0}},
 }
+
+# --- security limits (see shared/docs/security-review.md) --------------------------------
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+# Outbound URLs (environment servers, vLLM servers): loopback and private ranges are refused
+# unless listed here as CIDR networks; link-local and cloud metadata addresses always are.
+# Production allows nothing until configured; local settings allow loopback.
+ENVLAB_ALLOWED_ENV_NETWORKS = env_list("ENVLAB_ALLOWED_ENV_NETWORKS")
+# One overall deadline per probe (registration, re-check), and a cap on any body read.
+ENVLAB_PROBE_DEADLINE = float(os.environ.get("ENVLAB_PROBE_DEADLINE", 10.0))
+ENVLAB_MAX_RESPONSE_BYTES = int(os.environ.get("ENVLAB_MAX_RESPONSE_BYTES", 4 * 1024 * 1024))
+# Tool results and observations are cut to this many characters before they reach the
+# model or the database.
+ENVLAB_MAX_TOOL_TEXT = int(os.environ.get("ENVLAB_MAX_TOOL_TEXT", 64 * 1024))
+# Environment variables an Open Reward catalog registration may name for its API key
+# (the key goes to ENVLAB_OPENREWARD_API_URL only).
+ENVLAB_API_KEY_ENV_ALLOWED = env_list("ENVLAB_API_KEY_ENV_ALLOWED", "OPENREWARD_API_KEY")
+# Container images: only from these registries (prefixes such as "ghcr.io/meta-pytorch/");
+# empty refuses every image.
+ENVLAB_IMAGE_REGISTRIES = env_list("ENVLAB_IMAGE_REGISTRIES")
+# Try-it console sockets one user may hold open at once.
+ENVLAB_CONSOLE_MAX_SOCKETS = int(os.environ.get("ENVLAB_CONSOLE_MAX_SOCKETS", 4))
+# Queued + running runs one user may have at once.
+ENVLAB_MAX_ACTIVE_RUNS = int(os.environ.get("ENVLAB_MAX_ACTIVE_RUNS", 4))
+# Local model folders are accepted only under MODELS_DIR and these roots.
+ENVLAB_MODEL_ROOTS = env_list("ENVLAB_MODEL_ROOTS")
+# A queued run that no worker claimed for this long is sent again by beat.
+ENVLAB_REQUEUE_SECONDS = float(os.environ.get("ENVLAB_REQUEUE_SECONDS", 180.0))
+# A worker that could not write telemetry for this long fails its run (no unbounded memory).
+ENVLAB_TELEMETRY_OUTAGE_SECONDS = float(os.environ.get("ENVLAB_TELEMETRY_OUTAGE_SECONDS", 600.0))
+ENVLAB_TELEMETRY_MAX_PENDING = int(os.environ.get("ENVLAB_TELEMETRY_MAX_PENDING", 5000))

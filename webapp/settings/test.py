@@ -32,3 +32,5 @@ ENVLAB_INTERRUPT_SECONDS = float(os.environ.get("ENVLAB_INTERRUPT_SECONDS", 16.0
 # The tests' own demo model (the fast "test" variant) and checkpoints, apart from `make run`'s.
 RUNS_DIR = Path(os.environ.get("ENVLAB_RUNS_DIR", VAR_DIR / "test-runs"))  # noqa: F405
 MODELS_DIR = Path(os.environ.get("ENVLAB_MODELS_DIR", VAR_DIR / "test-models"))  # noqa: F405
+# Test servers listen on loopback; tests that check refusals override this.
+ENVLAB_ALLOWED_ENV_NETWORKS = ["127.0.0.0/8", "::1/128"]
