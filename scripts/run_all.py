@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 WEB_PORT = int(os.environ.get("ENVLAB_PORT", "8000"))
 USERNAME = os.environ.get("ENVLAB_DEMO_USER", "demo")
-PASSWORD = os.environ.get("ENVLAB_DEMO_PASSWORD", "demo")
+# Empty: a new demo login gets a random password, kept in var/demo-login and printed again.
+PASSWORD = os.environ.get("ENVLAB_DEMO_PASSWORD", "")
 VAR = Path(os.environ.get("ENVLAB_VAR_DIR", ROOT / "var"))
 
 
@@ -41,6 +42,12 @@ def celery(queue: str, *extra: str) -> list[str]:
     return [PY, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", queue,
             "-n", f"{queue}@%h", "--concurrency", "1", "--prefetch-multiplier", "1",
             "--loglevel", "INFO", *extra]
+
+
+def login_text() -> str:
+    stored = VAR / "demo-login"
+    password = stored.read_text().strip() if stored.exists() else ""
+    return f"login: {USERNAME} / {password}" if password else f"login: {USERNAME}, with the password you set"
 
 
 def stop_processes(processes: dict[str, subprocess.Popen[bytes]]) -> None:
@@ -71,12 +78,12 @@ def main() -> int:
     }
     # Starts every bundled server and registers it; prints one line per server.
     setup = subprocess.run(
-        [PY, "manage.py", "envlab_setup", "--username", USERNAME, "--password", PASSWORD],
+        [PY, "manage.py", "envlab_setup", "--username", USERNAME, *(["--password", PASSWORD] if PASSWORD else [])],
         cwd=ROOT, env=env,
     )
     if setup.returncode != 0:
         print("setup failed; see the message above", file=sys.stderr)
-    print(f"\nenvlab is running: http://127.0.0.1:{WEB_PORT}/  (login: {USERNAME} / {PASSWORD})")
+    print(f"\nenvlab is running: http://127.0.0.1:{WEB_PORT}/  ({login_text()})")
     print("Press Ctrl-C to stop.\n")
     stopping = False
 

@@ -22,16 +22,48 @@ def outsider(django_user_model):
 
 @pytest.fixture
 def staff(django_user_model):
+    """Staff without model permissions: opens the admin, sees and changes nobody else's things."""
     return django_user_model.objects.create_user("staff", password="staff-pw", is_staff=True)
 
 
+# What an administrator is given to see and act on everyone's environments, runs and snapshots.
+OPERATOR_PERMISSIONS = (
+    "catalog.view_environment",
+    "catalog.change_environment",
+    "catalog.change_bundledserver",
+    "catalog.view_catalogsnapshot",
+    "runs.view_run",
+    "runs.change_run",
+)
+
+
+def grant(user, *permissions):
+    """Give `user` these "app_label.codename" permissions; returns the user, freshly loaded
+    (Django caches permissions on the instance)."""
+    from django.contrib.auth.models import Permission
+
+    for name in permissions:
+        app_label, codename = name.split(".", 1)
+        user.user_permissions.add(
+            Permission.objects.get(content_type__app_label=app_label, codename=codename)
+        )
+    return type(user).objects.get(pk=user.pk)
+
+
+@pytest.fixture
+def operator(django_user_model):
+    """Staff with the model permissions (OPERATOR_PERMISSIONS), but not a superuser."""
+    user = django_user_model.objects.create_user("operator", password="operator-pw", is_staff=True)
+    return grant(user, *OPERATOR_PERMISSIONS)
+
+
 def _token_client(user):
-    from rest_framework.authtoken.models import Token
+    from knox.models import AuthToken
     from rest_framework.test import APIClient
 
     client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    _, token = AuthToken.objects.create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     return client
 
 
@@ -48,6 +80,11 @@ def outsider_api(outsider):
 @pytest.fixture
 def staff_api(staff):
     return _token_client(staff)
+
+
+@pytest.fixture
+def operator_api(operator):
+    return _token_client(operator)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,26 @@
+"""Per-user secrets (an Open Reward API key, a Hugging Face token), encrypted at rest."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class UserSecret(models.Model):
+    class Name(models.TextChoices):
+        OPENREWARD_API_KEY = "openreward_api_key", "Open Reward API key"
+        HF_TOKEN = "hf_token", "Hugging Face token"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="secrets")
+    name = models.CharField(max_length=32, choices=Name.choices)
+    # Fernet token of the value (webapp.accounts.secrets); never the value itself.
+    ciphertext = models.TextField()
+    # Shown as "set (…abcd)" so a user can tell which key is stored.
+    last4 = models.CharField(max_length=4)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "name"], name="one_secret_per_user_and_name")]
+
+    def __str__(self) -> str:
+        return f"{self.name} of user {self.user_id} (…{self.last4})"

@@ -1,8 +1,23 @@
-"""Sign in and out with Django's own auth views."""
+"""Sign in and out with Django's own auth views; the account page (keys and tokens)."""
 
 from __future__ import annotations
 
+from django.contrib import messages
+from django.contrib.auth.mixins import LoginRequiredMixin
 from django.contrib.auth.views import LoginView, LogoutView
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views import View
+from knox.models import AuthToken
+from knox.settings import knox_settings
+
+from webapp.accounts.models import UserSecret
+from webapp.accounts.secrets import (
+    SecretRejected,
+    user_secret_delete,
+    user_secret_set,
+    user_secrets_status,
+)
 
 
 class EnvlabLoginView(LoginView):
@@ -12,3 +27,37 @@ class EnvlabLoginView(LoginView):
 
 class EnvlabLogoutView(LogoutView):
     """POST only (Django 5): the nav submits a small form, so no link can sign anyone out."""
+
+
+class AccountView(LoginRequiredMixin, View):
+    def get(self, request: HttpRequest, error: str = "", status: int = 200) -> HttpResponse:
+        context = {
+            "nav": "account",
+            "secrets": user_secrets_status(user=request.user),
+            "tokens": AuthToken.objects.filter(user=request.user).order_by("-created"),
+            "token_ttl": knox_settings.TOKEN_TTL,
+            "error": error,
+        }
+        return render(request, "accounts/account.html", context, status=status)
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        action, name = request.POST.get("action", ""), request.POST.get("name", "")
+        if action in ("set", "delete") and name not in UserSecret.Name.values:
+            return self.get(request, error="unknown key", status=400)
+        if action == "set":
+            try:
+                stored = user_secret_set(user=request.user, name=name, value=request.POST.get("value", ""))
+            except SecretRejected as exc:
+                return self.get(request, error=str(exc), status=400)
+            messages.success(request, f"{stored.label} saved ({stored.display}).")
+        elif action == "delete":
+            user_secret_delete(user=request.user, name=name)
+            messages.success(request, "Key removed.")
+        elif action == "revoke":
+            deleted, _ = AuthToken.objects.filter(
+                user=request.user, token_key=request.POST.get("token_key", "")[:25]
+            ).delete()
+            messages.success(request, "Token revoked." if deleted else "No such token.")
+        else:
+            return self.get(request, error="unknown action", status=400)
+        return redirect("account")

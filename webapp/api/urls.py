@@ -1,15 +1,26 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
-from rest_framework.authtoken.views import obtain_auth_token
-
+from webapp.accounts import apis as account_apis
 from webapp.api import views
 
 urlpatterns = [
-    path("auth/token/", obtain_auth_token, name="api-token"),
+    path("auth/token/", account_apis.TokenCreateApi.as_view(), name="api-token"),
+    path("auth/tokens/", account_apis.TokenListApi.as_view(), name="api-tokens"),
+    path("auth/tokens/<str:token_key>/", account_apis.TokenRevokeApi.as_view(), name="api-token-revoke"),
+    # Revoke the token this request carries, or every token of its user.
+    path("auth/logout/", account_apis.TokenLogoutApi.as_view(), name="api-logout"),
+    path("auth/logout-all/", account_apis.TokenLogoutAllApi.as_view(), name="api-logout-all"),
+    path("account/secrets/", account_apis.SecretListApi.as_view(), name="api-secrets"),
+    path("account/secrets/<str:name>/", account_apis.SecretDetailApi.as_view(), name="api-secret"),
     path("environments/", views.EnvironmentListApi.as_view(), name="api-environments"),
     path("environments/<int:pk>/", views.EnvironmentDetailApi.as_view(), name="api-environment"),
     path("environments/<int:pk>/probe/", views.EnvironmentProbeApi.as_view(), name="api-environment-probe"),
     path("environments/<int:pk>/capacity/", views.EnvironmentCapacityApi.as_view(), name="api-environment-capacity"),
+    path(
+        "environments/<int:pk>/stop-container/",
+        views.EnvironmentContainerStopApi.as_view(),
+        name="api-environment-container-stop",
+    ),
     path("runs/", views.RunListApi.as_view(), name="api-runs"),
     path("runs/<int:pk>/", views.RunDetailApi.as_view(), name="api-run"),
     path("runs/<int:pk>/cancel/", views.RunCancelApi.as_view(), name="api-run-cancel"),

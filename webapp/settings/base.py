@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -24,7 +25,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
+    "axes",
     "drf_spectacular",
     "webapp.accounts",
     "webapp.catalog",
@@ -41,6 +43,14 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into its lockout response.
+    "axes.middleware.AxesMiddleware",
+]
+
+AUTHENTICATION_BACKENDS = [
+    # First: refuses a locked-out username/address pair before any password is checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "webapp.urls"
@@ -78,7 +88,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 10}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
 LANGUAGE_CODE = "en-us"
@@ -110,10 +123,27 @@ CHANNEL_LAYERS = {
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        # Hashed at rest, expiring (REST_KNOX below), revocable by their user.
+        "knox.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "webapp.api.throttles.AnonRateThrottle",
+        "webapp.api.throttles.UserRateThrottle",
+        "webapp.api.throttles.ScopedRateThrottle",
+    ],
+    # Scoped rates apply to the views that name a `throttle_scope`: each of those calls
+    # does network work (probes, session storms) or starts work (runs).
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": os.environ.get("ENVLAB_THROTTLE_ANON", "60/min"),
+        "user": os.environ.get("ENVLAB_THROTTLE_USER", "1200/min"),
+        "login": os.environ.get("ENVLAB_THROTTLE_LOGIN", "10/min"),
+        "launch": os.environ.get("ENVLAB_THROTTLE_LAUNCH", "20/min"),
+        "register": os.environ.get("ENVLAB_THROTTLE_REGISTER", "20/min"),
+        "probe": os.environ.get("ENVLAB_THROTTLE_PROBE", "30/min"),
+        "capacity": os.environ.get("ENVLAB_THROTTLE_CAPACITY", "4/min"),
+    },
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "webapp.api.errors.exception_handler",
 }
@@ -121,7 +151,36 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "envlab API",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema describes every endpoint: signed-in users only.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
 }
+REST_KNOX = {
+    "TOKEN_TTL": timedelta(hours=float(os.environ.get("ENVLAB_TOKEN_TTL_HOURS", 24 * 30))),
+    "AUTH_HEADER_PREFIX": "Token",
+    "TOKEN_LIMIT_PER_USER": 50,
+}
+# Login lockout: 5 failures for one username from one address lock that pair for 15 minutes
+# (the login page, the admin and POST /api/auth/token/ alike).
+AXES_FAILURE_LIMIT = int(os.environ.get("ENVLAB_LOGIN_FAILURE_LIMIT", 5))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("ENVLAB_LOGIN_COOLOFF_MINUTES", 15)))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Throttle counters live in Redis so that every web process counts the same requests.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "envlab",
+        "OPTIONS": {"socket_timeout": 2, "socket_connect_timeout": 2},
+    }
+}
+# Request bodies: the largest the API takes is a catalog snapshot of 5 MB, as a file or as a
+# JSON string (escaping grows it; the snapshot views refuse over 6 MB with their own message).
+# webapp.bodylimit refuses bodies over 7 MB before Django buffers them.
+ENVLAB_MAX_REQUEST_BYTES = int(os.environ.get("ENVLAB_MAX_REQUEST_BYTES", 7 * 1024 * 1024))
+DATA_UPLOAD_MAX_MEMORY_SIZE = ENVLAB_MAX_REQUEST_BYTES
+FILE_UPLOAD_MAX_MEMORY_SIZE = ENVLAB_MAX_REQUEST_BYTES
 
 # Celery: one training per worker process, late acks, requeue when a worker is lost.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
@@ -203,6 +262,8 @@ ENVLAB_MAX_RESPONSE_BYTES = int(os.environ.get("ENVLAB_MAX_RESPONSE_BYTES", 4 * 
 ENVLAB_MAX_TOOL_TEXT = int(os.environ.get("ENVLAB_MAX_TOOL_TEXT", 64 * 1024))
 # Environment variables an Open Reward catalog registration may name for its API key
 # (the key goes to ENVLAB_OPENREWARD_API_URL only).
+# Fernet key for per-user secrets (webapp.accounts.secrets); production requires it.
+ENVLAB_SECRETS_KEY = os.environ.get("ENVLAB_SECRETS_KEY", "")
 ENVLAB_API_KEY_ENV_ALLOWED = env_list("ENVLAB_API_KEY_ENV_ALLOWED", "OPENREWARD_API_KEY")
 # Container images: only from these registries (prefixes such as "ghcr.io/meta-pytorch/");
 # empty refuses every image.

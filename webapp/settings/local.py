@@ -1,11 +1,19 @@
-"""Local development and `make run`: the embedded defaults (SQLite, local Redis)."""
+"""Local development and `make run`: the embedded defaults (SQLite, local Redis).
+
+Safe on a laptop: only loopback host names are served (so a DNS-rebinding page cannot reach
+the app, and the WebSocket origin check refuses foreign pages), DEBUG is off unless
+DEBUG=1, and the demo login gets a random password (webapp.accounts.services).
+"""
 
 import os
 
+from webapp.accounts.crypto import fernet_key_from
+
 from .base import *  # noqa: F403
 
-DEBUG = os.environ.get("DEBUG", "1") == "1"
+DEBUG = os.environ.get("DEBUG", "0") == "1"
 SECRET_KEY = os.environ.get("SECRET_KEY", "envlab-local-development-only-not-secret")
-ALLOWED_HOSTS = ["*"]
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1")  # noqa: F405
 # The bundled environment servers listen on loopback.
 ENVLAB_ALLOWED_ENV_NETWORKS = env_list("ENVLAB_ALLOWED_ENV_NETWORKS", "127.0.0.0/8,::1/128")  # noqa: F405
+ENVLAB_SECRETS_KEY = os.environ.get("ENVLAB_SECRETS_KEY") or fernet_key_from(SECRET_KEY)

@@ -3,6 +3,8 @@
 import os
 from pathlib import Path
 
+from webapp.accounts.crypto import fernet_key_from
+
 from .base import *  # noqa: F403
 
 SECRET_KEY = "envlab-test-only"
@@ -34,3 +36,13 @@ RUNS_DIR = Path(os.environ.get("ENVLAB_RUNS_DIR", VAR_DIR / "test-runs"))  # noq
 MODELS_DIR = Path(os.environ.get("ENVLAB_MODELS_DIR", VAR_DIR / "test-models"))  # noqa: F405
 # Test servers listen on loopback; tests that check refusals override this.
 ENVLAB_ALLOWED_ENV_NETWORKS = ["127.0.0.0/8", "::1/128"]
+ENVLAB_SECRETS_KEY = fernet_key_from(SECRET_KEY)
+# Throttle counters per test process; the suite's own traffic stays far below these rates
+# (tests that check throttling lower a rate with the `settings` fixture).
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,  # noqa: F405
+    "DEFAULT_THROTTLE_RATES": {
+        scope: "100000/min" for scope in REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]  # noqa: F405
+    },
+}

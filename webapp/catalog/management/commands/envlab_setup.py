@@ -6,11 +6,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
+from webapp.accounts.services import demo_password_file, demo_user_ensure
 from webapp.catalog.bundled import (
     BUNDLED,
     BundledError,
@@ -35,7 +35,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--username", default="demo")
-        parser.add_argument("--password", default="demo")
+        parser.add_argument(
+            "--password", default=None,
+            help="password for a new demo login (default: a random one, kept in var/demo-login)",
+        )
         parser.add_argument(
             "--echo-url", default="",
             help="register echo at this URL (a server you run yourself) instead of starting it",
@@ -53,7 +56,7 @@ class Command(BaseCommand):
         parser.add_argument("--status", action="store_true", help="list the bundled servers and exit")
         parser.add_argument("--strict", action="store_true", help="exit with an error if any server failed")
 
-    def handle(self, *args: Any, username: str, password: str, echo_url: str, capacity: int | None,
+    def handle(self, *args: Any, username: str, password: str | None, echo_url: str, capacity: int | None,
                wait: float, only: list[str] | None, stop_bundled: bool, status: bool, strict: bool,
                **options: Any) -> None:
         if capacity is not None and not (1 <= capacity <= 100_000):
@@ -66,13 +69,11 @@ class Command(BaseCommand):
         if status:
             self._print_status()
             return
-        user_model = get_user_model()
-        user, created = user_model.objects.get_or_create(
-            username=username, defaults={"is_staff": True, "is_superuser": True}
-        )
-        if created:
-            user.set_password(password)
-            user.save()
+        user, shown = demo_user_ensure(username=username, password=password)
+        if shown is not None:
+            self.stdout.write(f"login: {username} / {shown}  (kept in {demo_password_file()})")
+        else:
+            self.stdout.write(f"login: {username}, with the password you set")
         keys = [key for key in (only or BUNDLED) if not (key == "echo" and echo_url)]
         started = self._start_all(keys=keys, capacity=capacity, wait=wait)
         failed: list[str] = []
@@ -133,9 +134,10 @@ class Command(BaseCommand):
         existing = Environment.objects.filter(name="echo").first()
         deadline = time.monotonic() + wait
         if existing is not None:
-            if existing.base_url != echo_url.rstrip("/"):
+            if existing.base_url != echo_url.rstrip("/") or not existing.shared:
                 existing.base_url = echo_url.rstrip("/")
-                existing.save(update_fields=["base_url"])
+                existing.shared = True  # the demo environment serves every user
+                existing.save(update_fields=["base_url", "shared"])
             while environment_probe(environment=existing).status != "healthy" and time.monotonic() < deadline:
                 time.sleep(0.5)
             line = f"echo: {existing.base_url} (given by --echo-url) {existing.status}"
@@ -146,7 +148,9 @@ class Command(BaseCommand):
             return True
         while True:
             try:
-                environment = environment_register(owner=user, name="echo", base_url=echo_url, capacity=capacity)
+                environment = environment_register(
+                    owner=user, name="echo", base_url=echo_url, capacity=capacity, shared=True
+                )
                 break
             except EnvironmentRejected as exc:
                 if time.monotonic() > deadline:

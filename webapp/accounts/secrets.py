@@ -1,0 +1,87 @@
+"""Writes and reads of per-user secrets.
+
+Values are encrypted with Fernet under `settings.ENVLAB_SECRETS_KEY`. Only the worker that
+trains a run of the secret's owner, and that owner's own console, ever decrypt one; API
+responses, pages and logs carry only whether it is set and its last four characters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cryptography.fernet import Fernet, InvalidToken
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+
+from webapp.accounts.models import UserSecret
+
+MAX_SECRET_LENGTH = 512
+
+
+class SecretRejected(ValueError):
+    """The value cannot be stored; the message says why (and never contains the value)."""
+
+
+@dataclass(frozen=True)
+class SecretStatus:
+    name: str
+    label: str
+    is_set: bool
+    last4: str
+
+    @property
+    def display(self) -> str:
+        return f"set (…{self.last4})" if self.is_set else "not set"
+
+
+def _fernet() -> Fernet:
+    key = settings.ENVLAB_SECRETS_KEY
+    if not key:
+        raise SecretRejected("secrets cannot be stored: ENVLAB_SECRETS_KEY is not configured")
+    return Fernet(key.encode() if isinstance(key, str) else key)
+
+
+def user_secret_set(*, user: AbstractBaseUser, name: str, value: str) -> SecretStatus:
+    if name not in UserSecret.Name.values:
+        raise SecretRejected(f"unknown secret '{name[:40]}'; use one of {', '.join(UserSecret.Name.values)}")
+    value = (value or "").strip()
+    if not value:
+        raise SecretRejected("give a value (to remove the secret, delete it)")
+    if len(value) > MAX_SECRET_LENGTH or any(c.isspace() or not c.isprintable() for c in value):
+        raise SecretRejected(f"a key is up to {MAX_SECRET_LENGTH} printable characters without spaces")
+    UserSecret.objects.update_or_create(
+        user=user, name=name,
+        defaults={"ciphertext": _fernet().encrypt(value.encode()).decode(), "last4": value[-4:]},
+    )
+    return user_secret_status(user=user, name=name)
+
+
+def user_secret_delete(*, user: AbstractBaseUser, name: str) -> None:
+    UserSecret.objects.filter(user=user, name=name).delete()
+
+
+def user_secret_status(*, user: AbstractBaseUser, name: str) -> SecretStatus:
+    row = UserSecret.objects.filter(user=user, name=name).only("last4").first()
+    label = UserSecret.Name(name).label if name in UserSecret.Name.values else name
+    return SecretStatus(name=name, label=str(label), is_set=row is not None, last4=row.last4 if row else "")
+
+
+def user_secrets_status(*, user: AbstractBaseUser) -> list[SecretStatus]:
+    return [user_secret_status(user=user, name=name) for name in UserSecret.Name.values]
+
+
+def user_secret_value(*, user: AbstractBaseUser | None, name: str) -> str | None:
+    """The decrypted value, for the owner's own runs and console only; None when unset.
+
+    A value that no longer decrypts (the key was rotated) counts as unset rather than failing
+    the run with a cryptography traceback.
+    """
+    if user is None or not getattr(user, "pk", None):
+        return None
+    row = UserSecret.objects.filter(user=user, name=name).first()
+    if row is None:
+        return None
+    try:
+        return _fernet().decrypt(row.ciphertext.encode()).decode()
+    except InvalidToken:
+        return None

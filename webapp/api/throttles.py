@@ -1,0 +1,56 @@
+"""DRF throttles that read their rates at request time and fail open when the cache is down.
+
+The counters live in Redis (settings.CACHES). Redis being down already delays the live view
+and queues launches; it must not also turn every API read into a 500, so a cache error lets
+the request through (and is logged once per request).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from rest_framework import throttling
+from rest_framework.settings import api_settings
+
+log = logging.getLogger(__name__)
+
+
+class _RatesFromSettings:
+    scope: str | None
+
+    def get_rate(self) -> str | None:
+        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope) if self.scope else None
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        try:
+            return super().allow_request(request, view)  # type: ignore[misc,no-any-return]
+        except Exception as exc:  # the cache backend's connection errors vary by client
+            log.warning("throttle %s skipped: cache unavailable (%s)", self.scope, type(exc).__name__)
+            return True
+
+
+class AnonRateThrottle(_RatesFromSettings, throttling.AnonRateThrottle):
+    pass
+
+
+class UserRateThrottle(_RatesFromSettings, throttling.UserRateThrottle):
+    pass
+
+
+class ScopedRateThrottle(_RatesFromSettings, throttling.ScopedRateThrottle):
+    pass
+
+
+class WriteThrottled:
+    """A view mixin: the scoped throttle `write_throttle_scope` counts writes (POST, PUT, ...)
+    only, so reading a list is never refused because its user launched runs."""
+
+    write_throttle_scope: str = ""
+    throttle_scope: str | None = None
+    request: Any
+
+    def get_throttles(self) -> list[Any]:
+        safe = self.request.method in ("GET", "HEAD", "OPTIONS")
+        self.throttle_scope = None if safe else self.write_throttle_scope
+        return super().get_throttles()  # type: ignore[misc,no-any-return]
