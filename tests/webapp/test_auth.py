@@ -244,3 +244,44 @@ def test_bodies_over_the_limit_are_refused_before_they_are_buffered(test_web, se
     conn = http.client.HTTPConnection(test_web, timeout=30)
     conn.request("POST", "/api/runs/", body=b"{}", headers={"Content-Type": "application/json"})
     assert conn.getresponse().status == 401
+
+
+# --- the demo login make run creates --------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_demo_login_gets_a_random_password_kept_for_the_next_make_run(settings, tmp_path, django_user_model):
+    from webapp.accounts.services import demo_user_ensure
+
+    settings.VAR_DIR = tmp_path
+    user, first = demo_user_ensure(username="demo")
+    assert first is not None and first != "demo" and len(first) >= 16
+    assert user.is_superuser and user.check_password(first)
+    stored = tmp_path / "demo-login"
+    assert stored.read_text() == first and stored.stat().st_mode & 0o777 == 0o600
+    again, second = demo_user_ensure(username="demo")
+    assert (again.pk, second) == (user.pk, first)
+    assert django_user_model.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_an_old_demo_demo_login_is_given_a_random_password(settings, tmp_path, django_user_model):
+    from webapp.accounts.services import demo_user_ensure
+
+    settings.VAR_DIR = tmp_path
+    django_user_model.objects.create_superuser("demo", password="demo", email="")
+    user, shown = demo_user_ensure(username="demo")
+    assert shown not in (None, "demo")
+    assert not user.check_password("demo") and user.check_password(shown)
+
+
+@pytest.mark.django_db
+def test_a_password_the_user_chose_is_left_alone(settings, tmp_path, django_user_model):
+    from webapp.accounts.services import demo_user_ensure
+
+    settings.VAR_DIR = tmp_path
+    django_user_model.objects.create_superuser("demo", password="my-own-choice-1", email="")
+    (tmp_path / "demo-login").write_text("stale")
+    user, shown = demo_user_ensure(username="demo")
+    assert shown is None and user.check_password("my-own-choice-1")
+    assert not (tmp_path / "demo-login").exists()
