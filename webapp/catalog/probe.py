@@ -1,8 +1,8 @@
 """Reading an environment server over the wire: kind, health, metadata, tools, capacity.
 
 Everything a server returns is untrusted: shapes are checked and text is bounded here,
-at the edge, before anything is stored. Every call has a timeout, so a slow or silent
-server gives a clear error within ENVLAB_PROBE_TIMEOUT seconds per request.
+at the edge, before anything is stored. The reads themselves (checked addresses, no
+redirects, capped bodies, one deadline per probe) are `probe_http`'s.
 """
 
 from __future__ import annotations
@@ -13,15 +13,20 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-import requests
 from django.conf import settings
+
+from webapp.catalog import netguard
+from webapp.catalog.probe_http import (
+    ProbeError,
+    ProbeSession,
+    ServerUnreadable,
+    normalise_base_url,
+    probe_timeout,
+)
 
 MAX_TEXT = 2000
 MAX_TOOLS = 64
-
-
-class ProbeError(Exception):
-    """The server could not be read as an environment; the message says why."""
+_WS_MAX_MESSAGE = 64 * 1024
 
 
 @dataclass
@@ -31,50 +36,6 @@ class ProbeResult:
     metadata: dict[str, Any] = field(default_factory=dict)
     tools: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""
-
-
-def normalise_base_url(url: str) -> str:
-    url = (url or "").strip()
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ProbeError("base_url must be an http:// or https:// URL with a host")
-    if parts.query or parts.fragment:
-        raise ProbeError("base_url must not carry a query or fragment")
-    return url.rstrip("/")
-
-
-def _timeout(timeout: float | None) -> float:
-    return float(settings.ENVLAB_PROBE_TIMEOUT if timeout is None else timeout)
-
-
-def _request(session: requests.Session, method: str, url: str, timeout: float, **kwargs: Any) -> Any:
-    try:
-        response = session.request(method, url, timeout=timeout, **kwargs)
-    except requests.Timeout:
-        raise ProbeError(f"{url} did not answer within {timeout:g} s") from None
-    except requests.ConnectionError:
-        raise ProbeError(f"cannot connect to {url}: is the server running?") from None
-    except requests.RequestException as exc:
-        raise ProbeError(f"request to {url} failed: {type(exc).__name__}") from None
-    if response.status_code != 200:
-        raise ProbeError(f"{url} answered HTTP {response.status_code}, not an environment server")
-    try:
-        return response.json()
-    except ValueError:
-        raise ProbeError(f"{url} did not return JSON: not an environment server") from None
-
-
-def _session() -> requests.Session:
-    session = requests.Session()
-    session.trust_env = False  # environment servers are reached directly, never through a proxy
-    return session
-
-
-def _health(session: requests.Session, base_url: str, timeout: float) -> dict[str, Any]:
-    health = _request(session, "GET", f"{base_url}/health", timeout)
-    if not isinstance(health, dict) or "status" not in health:
-        raise ProbeError("/health did not return a status: not an environment server")
-    return health
 
 
 def _text(value: Any, limit: int = MAX_TEXT) -> str:
@@ -113,14 +74,13 @@ def _tool(name: Any, description: Any, parameters: Any) -> dict[str, Any]:
 # --- OpenEnv -------------------------------------------------------------------------------
 
 
-def _mcp_tools(session: requests.Session, base_url: str, timeout: float) -> list[dict[str, Any]]:
+def _mcp_tools(probe: ProbeSession) -> list[dict[str, Any]]:
     """Raw tools of an MCP-style OpenEnv server (JSON-RPC `tools/list` on /mcp); [] for a classic one."""
     try:
-        answer = _request(
-            session, "POST", f"{base_url}/mcp", timeout,
-            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
-        )
+        answer = probe.json("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
     except ProbeError:
+        if probe.expired:
+            raise
         return []
     result = answer.get("result") if isinstance(answer, dict) else None
     tools = result.get("tools") if isinstance(result, dict) else None
@@ -167,32 +127,35 @@ def _bundled_tools(metadata_name: str) -> list[dict[str, Any]] | None:
 
 def probe_openenv(base_url: str, *, timeout: float | None = None) -> ProbeResult:
     """Read `/health`, `/metadata`, `/schema` (and `/mcp` tools). ProbeError when it is no OpenEnv server."""
-    timeout = _timeout(timeout)
-    base_url = normalise_base_url(base_url)
-    with _session() as session:
-        health = _health(session, base_url, timeout)
-        schema = _request(session, "GET", f"{base_url}/schema", timeout)
-        if not isinstance(schema, dict) or not isinstance(schema.get("action"), dict):
-            raise ProbeError("/schema has no 'action' object: not an OpenEnv server")
-        metadata_raw = _request(session, "GET", f"{base_url}/metadata", timeout)
-        if not isinstance(metadata_raw, dict):
-            raise ProbeError("/metadata is not a JSON object")
-        metadata = {
-            key: _text(metadata_raw.get(key))
-            for key in ("name", "description", "version", "author")
-            if metadata_raw.get(key) is not None
-        }
-        tools = _bundled_tools(metadata.get("name", ""))
-        if tools is not None:
-            metadata["style"] = "bundled"
-        else:
-            mcp_tools = _mcp_tools(session, base_url, timeout)
-            metadata["style"] = "mcp" if mcp_tools else "classic"
-            tools = _generated_tools(base_url, metadata, schema, mcp_tools)
+    with ProbeSession(base_url, timeout) as probe:
+        return _openenv(probe)
+
+
+def _openenv(probe: ProbeSession) -> ProbeResult:
+    health = probe.read_health()
+    schema = probe.json("GET", "/schema")
+    if not isinstance(schema, dict) or not isinstance(schema.get("action"), dict):
+        raise ProbeError("/schema has no 'action' object: not an OpenEnv server")
+    metadata_raw = probe.json("GET", "/metadata")
+    if not isinstance(metadata_raw, dict):
+        raise ProbeError("/metadata is not a JSON object")
+    metadata = {
+        key: _text(metadata_raw.get(key))
+        for key in ("name", "description", "version", "author")
+        if metadata_raw.get(key) is not None
+    }
+    tools = _bundled_tools(metadata.get("name", ""))
+    if tools is not None:
+        metadata["style"] = "bundled"
+    else:
+        mcp_tools = _mcp_tools(probe)
+        metadata["style"] = "mcp" if mcp_tools else "classic"
+        tools = _generated_tools(probe.base_url, metadata, schema, mcp_tools)
     healthy = str(health.get("status")).lower() in ("healthy", "ok")
     return ProbeResult(
         healthy=healthy, kind="openenv", metadata=metadata, tools=tools,
-        error="" if healthy else f"/health reports {_text(health.get('status'))}",
+        # The status text is the server's: not repeated, it could be anything.
+        error="" if healthy else "/health does not report the server healthy",
     )
 
 
@@ -201,11 +164,13 @@ def probe_openenv(base_url: str, *, timeout: float | None = None) -> ProbeResult
 
 def ors_environments(base_url: str, *, timeout: float | None = None) -> list[str]:
     """The environment names an ORS server hosts. ProbeError when it is no ORS server."""
-    timeout = _timeout(timeout)
-    base_url = normalise_base_url(base_url)
-    with _session() as session:
-        _health(session, base_url, timeout)
-        names = _request(session, "GET", f"{base_url}/list_environments", timeout)
+    with ProbeSession(base_url, timeout) as probe:
+        return _ors_names(probe)
+
+
+def _ors_names(probe: ProbeSession) -> list[str]:
+    probe.read_health()
+    names = probe.json("GET", "/list_environments")
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         raise ProbeError("/list_environments did not return environment names: not an ORS server")
     return [_text(n, 100) for n in names[:100]]
@@ -216,28 +181,31 @@ def probe_ors(
 ) -> ProbeResult:
     """Read one ORS environment: tools, splits and task counts (`names`: the server's
     environments, when the caller has just listed them)."""
-    timeout = _timeout(timeout)
-    base_url = normalise_base_url(base_url)
-    names = names if names is not None else ors_environments(base_url, timeout=timeout)
+    with ProbeSession(base_url, timeout) as probe:
+        return _ors(probe, env_name, names if names is not None else _ors_names(probe))
+
+
+def _ors(probe: ProbeSession, env_name: str, names: list[str]) -> ProbeResult:
     if env_name not in names:
         raise ProbeError(f"the server hosts {', '.join(names)}; no environment named '{env_name}'")
-    prefix = f"{base_url}/{quote(env_name, safe='')}"
-    with _session() as session:
-        listed = _request(session, "GET", f"{prefix}/tools", timeout)
-        raw_splits = _request(session, "GET", f"{prefix}/splits", timeout)
-        tools_raw = listed.get("tools") if isinstance(listed, dict) else None
-        if not isinstance(tools_raw, list) or not isinstance(raw_splits, list):
-            raise ProbeError(f"{prefix}/tools or /splits is not in the Open Reward Standard shape")
-        splits: dict[str, int | None] = {}
-        for split in raw_splits[:20]:
-            name = split.get("name") if isinstance(split, dict) else split
-            if not isinstance(name, str):
-                continue
-            try:
-                count = _request(session, "POST", f"{prefix}/num_tasks", timeout, json={"split": name})
-                splits[_text(name, 64)] = int(count["num_tasks"])
-            except (ProbeError, KeyError, TypeError, ValueError):
-                splits[_text(name, 64)] = None
+    prefix = f"/{quote(env_name, safe='')}"
+    listed = probe.json("GET", f"{prefix}/tools")
+    raw_splits = probe.json("GET", f"{prefix}/splits")
+    tools_raw = listed.get("tools") if isinstance(listed, dict) else None
+    if not isinstance(tools_raw, list) or not isinstance(raw_splits, list):
+        raise ProbeError(f"{prefix}/tools or /splits is not in the Open Reward Standard shape")
+    splits: dict[str, int | None] = {}
+    for split in raw_splits[:20]:
+        name = split.get("name") if isinstance(split, dict) else split
+        if not isinstance(name, str):
+            continue
+        try:
+            count = probe.json("POST", f"{prefix}/num_tasks", {"split": name})
+            splits[_text(name, 64)] = int(count["num_tasks"])
+        except (ProbeError, KeyError, TypeError, ValueError):
+            if probe.expired:
+                raise ServerUnreadable(probe.base_url) from None
+            splits[_text(name, 64)] = None
     tools = [
         _tool(t.get("name"), t.get("description"), t.get("input_schema"))
         for t in tools_raw[:MAX_TOOLS]
@@ -253,34 +221,39 @@ def probe_ors(
 def probe_environment(
     base_url: str, *, kind: str | None = None, ors_env: str = "", timeout: float | None = None
 ) -> ProbeResult:
-    """Probe by kind, or detect it: an OpenEnv server answers `/schema`; an ORS one `/list_environments`."""
-    if kind == "openenv":
-        return probe_openenv(base_url, timeout=timeout)
-    if kind == "ors":
-        return _probe_ors_choosing(base_url, ors_env, timeout)
-    if kind not in (None, ""):
+    """Probe by kind, or detect it: an OpenEnv server answers `/schema`; an ORS one `/list_environments`.
+
+    Detection shares one deadline and one `/health` read: a server that does not answer
+    is not asked again under the other kind's name.
+    """
+    if kind not in (None, "", "openenv", "ors"):
         raise ProbeError(f"kind '{kind}' cannot be probed over HTTP")
-    started = time.monotonic()
-    try:
-        return probe_openenv(base_url, timeout=timeout)
-    except ProbeError as openenv_error:
-        if "cannot connect" in str(openenv_error) or "did not answer" in str(openenv_error):
-            raise  # down or slow: asking again under another name only doubles the wait
+    with ProbeSession(base_url, timeout) as probe:
+        if kind == "openenv":
+            return _openenv(probe)
+        if kind == "ors":
+            return _ors_choosing(probe, ors_env)
         try:
-            remaining = max(1.0, _timeout(timeout) - (time.monotonic() - started))
-            return _probe_ors_choosing(base_url, ors_env, remaining)
-        except ProbeError as ors_error:
-            raise ProbeError(
-                f"not an OpenEnv server ({openenv_error}) nor an Open Reward Standard server ({ors_error})"
-            ) from None
+            return _openenv(probe)
+        except ProbeError as openenv_error:
+            if probe.health is None or probe.expired:
+                raise
+            try:
+                return _ors_choosing(probe, ors_env)
+            except ProbeError as ors_error:
+                if isinstance(openenv_error, ServerUnreadable) and isinstance(ors_error, ServerUnreadable):
+                    raise ors_error from None
+                raise ProbeError(
+                    f"not an OpenEnv server ({openenv_error}) nor an Open Reward Standard server ({ors_error})"
+                ) from None
 
 
-def _probe_ors_choosing(base_url: str, ors_env: str, timeout: float | None) -> ProbeResult:
+def _ors_choosing(probe: ProbeSession, ors_env: str) -> ProbeResult:
     """Probe `ors_env`, or the server's only environment; several and none chosen is an error."""
-    names = ors_environments(base_url, timeout=timeout)
+    names = _ors_names(probe)
     if not ors_env and len(names) > 1:
         raise ProbeError(f"the server hosts several environments ({', '.join(names)}): choose one (ors_env)")
-    return probe_ors(base_url, env_name=ors_env or names[0], timeout=timeout, names=names)
+    return _ors(probe, ors_env or names[0], names)
 
 
 # --- capacity -----------------------------------------------------------------------------
@@ -297,38 +270,57 @@ def probe_capacity(base_url: str, *, limit: int = 256, timeout: float | None = N
 
     OpenEnv servers do not report their capacity; this measures it. Each session is a
     real environment instance on the server (no episode is started: a `state` request
-    proves the session). Sessions held by running trainings count against it.
+    proves the session). Sessions held by running trainings count against it. The whole
+    measurement has one deadline (ENVLAB_PROBE_DEADLINE): when it passes with sessions
+    open, the result is "at least" that many.
     """
     from websockets.exceptions import WebSocketException
     from websockets.sync.client import connect
 
-    timeout = _timeout(timeout)
-    ws_url = normalise_base_url(base_url).replace("https://", "wss://", 1).replace("http://", "ws://", 1) + "/ws"
-    sockets = []
+    per_request = probe_timeout(timeout)
+    base_url = normalise_base_url(base_url)
+    parts = urlsplit(base_url)
+    address = (parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
+    ws_url = base_url.replace("https://", "wss://", 1).replace("http://", "ws://", 1) + "/ws"
+    ends = time.monotonic() + float(settings.ENVLAB_PROBE_DEADLINE)
+    sessions: list[Any] = []
     try:
-        while len(sockets) < limit:
+        while len(sessions) < limit:
+            left = ends - time.monotonic()
+            if left <= 0:
+                if not sessions:
+                    raise ServerUnreadable(base_url)
+                return CapacityResult(capacity=len(sessions), at_least=True)
             try:
-                socket = connect(ws_url, open_timeout=timeout, close_timeout=1)
-            except (OSError, WebSocketException, TimeoutError) as exc:
-                raise ProbeError(f"cannot open a session on {ws_url}: {type(exc).__name__}") from None
-            sockets.append(socket)
+                # Our own checked socket: websockets then follows no redirect and uses no proxy.
+                sock = netguard.create_connection(address, min(per_request, left))
+                sock.settimeout(None)  # from here websockets' own timeouts apply
+                session = connect(ws_url, sock=sock, open_timeout=min(per_request, left), close_timeout=1,
+                                  max_size=_WS_MAX_MESSAGE)
+            except netguard.OutboundRefused as exc:
+                raise ProbeError(str(exc)) from None
+            except (OSError, WebSocketException, TimeoutError, ValueError):
+                raise ServerUnreadable(base_url) from None
+            sessions.append(session)
             try:
-                socket.send(json.dumps({"type": "state", "data": {}}))
+                session.send(json.dumps({"type": "state", "data": {}}))
             except WebSocketException:
                 pass  # a full server sends its refusal and closes at once: read it below
             try:
-                reply = json.loads(socket.recv(timeout=timeout))
-            except (OSError, WebSocketException, TimeoutError, ValueError) as exc:
-                raise ProbeError(f"session {len(sockets)} on {ws_url} gave no answer: {type(exc).__name__}") from None
+                reply = json.loads(session.recv(timeout=max(0.0, min(per_request, ends - time.monotonic()))))
+            except (OSError, WebSocketException, TimeoutError, ValueError):
+                if time.monotonic() >= ends and len(sessions) > 1:
+                    return CapacityResult(capacity=len(sessions) - 1, at_least=True)
+                raise ServerUnreadable(base_url) from None
             data = reply.get("data") if isinstance(reply, dict) else None
             if isinstance(data, dict) and data.get("code") == "CAPACITY_REACHED":
-                return CapacityResult(capacity=len(sockets) - 1, at_least=False)
+                return CapacityResult(capacity=len(sessions) - 1, at_least=False)
             # Any other answer, an error about `state` before `reset` included, proves a live session.
         return CapacityResult(capacity=limit, at_least=True)
     finally:
-        for socket in sockets:
+        for session in sessions:
             try:
-                socket.send(json.dumps({"type": "close", "data": {}}))
-                socket.close()
+                session.send(json.dumps({"type": "close", "data": {}}))
+                session.close()
             except Exception:  # noqa: S110 - closing what may already be closed
                 pass

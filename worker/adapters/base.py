@@ -6,12 +6,90 @@ here stay private (a leading underscore).
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from worker.adapters.loop import LoopClient
 
 log = logging.getLogger(__name__)
+
+DEFAULT_MAX_TOOL_TEXT = 64 * 1024
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+
+def _limit(name: str, default: int) -> int:
+    # Adapters run in the worker and the web process (Django configured) and in scripts
+    # and benchmarks (maybe not): there the default applies.
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        return int(getattr(settings, name, default))
+    except ImproperlyConfigured:
+        return default
+
+
+def clip_tool_text(text: str, limit: int | None = None) -> str:
+    """`text` cut to ENVLAB_MAX_TOOL_TEXT characters, saying how much was cut.
+
+    Everything an environment server says reaches the model's context and the stored
+    transcript through here: one server must not fill either.
+    """
+    limit = _limit("ENVLAB_MAX_TOOL_TEXT", DEFAULT_MAX_TOOL_TEXT) if limit is None else limit
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [truncated {len(text) - limit} characters]"
+
+
+def _clipped_error(exc: Exception) -> Exception:
+    text = clip_tool_text(str(exc))
+    try:
+        return type(exc)(text)  # same type: EpisodeLost and the like keep their meaning
+    except Exception:
+        return RuntimeError(text)
+
+
+def _clipping(func: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)  # TRL describes the tool from the name, docstring and signature
+    def clipped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            result = func(*args, **kwargs)
+        except Exception as exc:
+            if len(str(exc)) <= _limit("ENVLAB_MAX_TOOL_TEXT", DEFAULT_MAX_TOOL_TEXT):
+                raise
+            raise _clipped_error(exc) from None  # TRL hands str(exc) to the model
+        return clip_tool_text(result) if isinstance(result, str) else result
+
+    clipped.__envlab_clipped__ = True  # type: ignore[attr-defined]
+    return clipped
+
+
+class ClipsToolText:
+    """Base for adapters: the text of `reset` and of every tool (a public method) defined on
+    any subclass, generated ones included, passes through `clip_tool_text`."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, member in list(vars(cls).items()):
+            if (
+                inspect.isfunction(member)
+                and (name == "reset" or not name.startswith("_"))
+                and name != "get_reward"
+                and not getattr(member, "__envlab_clipped__", False)
+            ):
+                setattr(cls, name, _clipping(member))
+
+
+def _cap_messages(client: Any) -> Any:
+    """openenv's client takes WebSocket messages of up to 100 MB; the lab takes
+    ENVLAB_MAX_RESPONSE_BYTES (read when the client connects)."""
+    target = getattr(client, "async_client", client)
+    if hasattr(target, "_max_message_size"):
+        target._max_message_size = _limit("ENVLAB_MAX_RESPONSE_BYTES", DEFAULT_MAX_MESSAGE_BYTES)
+    return client
 
 
 LOST_MESSAGE = "The episode was lost when the environment restarted; this rollout is unscored."
@@ -36,7 +114,7 @@ def capacity_message(cls: Any) -> str:
     )
 
 
-class OpenEnvAdapter:
+class OpenEnvAdapter(ClipsToolText):
     base_url: ClassVar[str] = ""
     env_name: ClassVar[str] = ""
     # Set when the worker binds the class to a registered environment (for messages).
@@ -78,7 +156,7 @@ class OpenEnvAdapter:
         self.tool_calls = 0
         self.tool_failures = 0
         self._steps = 0
-        self._client = LoopClient(self._open_client())
+        self._client = LoopClient(_cap_messages(self._open_client()))
         try:
             self._client.connect()
             result = self._client.reset(**reset_kwargs)

@@ -32,6 +32,7 @@ describes them; nothing is ``eval``-ed or ``exec``-ed.
 
 from __future__ import annotations
 
+import http.client
 import inspect
 import json
 import keyword
@@ -46,6 +47,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, ClassVar, Literal, Optional, Union
 
+from webapp.catalog import netguard
 from worker.adapters.base import LOST_MESSAGE, EpisodeLost, OpenEnvAdapter
 
 log = logging.getLogger(__name__)
@@ -54,7 +56,6 @@ OpenEnvStyle = Literal["classic", "mcp"]
 
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_RESET_KEYS = ("seed",)
-MAX_ANSWER_BYTES = 4 * 1024 * 1024
 MCP_ACTION_TITLES = frozenset({"CallToolAction", "ListToolsAction"})
 MCP_ACTION_TYPES = frozenset({"call_tool", "list_tools"})
 
@@ -683,32 +684,33 @@ def _http_base(base_url: str) -> str:
 
 
 def _request_json(url: str, *, body: Any = None, timeout: float) -> Any:
+    """One JSON request through the lab's outbound guard: checked addresses, no proxy, no
+    redirect followed (a 3xx is an error), no body read past ENVLAB_MAX_RESPONSE_BYTES."""
     method = "GET" if body is None else "POST"
+    url = netguard.check_outbound_url(url)  # OutboundRefused is a ValueError
     request = urllib.request.Request(
         url,
         data=None if body is None else json.dumps(body).encode(),
         headers={"Accept": "application/json", "Content-Type": "application/json"},
         method=method,
     )
-    host = urllib.parse.urlsplit(url).hostname or ""
-    # Loopback never goes through a proxy (as openenv's own client does).
-    handlers = (
-        [urllib.request.ProxyHandler({})]
-        if host in ("localhost", "::1") or host.startswith("127.")
-        else []
-    )
     try:
-        with urllib.request.build_opener(*handlers).open(request, timeout=timeout) as response:
-            raw = response.read(MAX_ANSWER_BYTES + 1)
+        with netguard.opener().open(request, timeout=timeout) as response:
+            raw = netguard.read_capped(response)
     except urllib.error.HTTPError as exc:
+        exc.close()
+        if 300 <= exc.code < 400:
+            raise ValueError(
+                f"{method} {url} answered a redirect (HTTP {exc.code}), which is not followed"
+            ) from None
         raise ValueError(
             f"{method} {url} answered HTTP {exc.code}; is this an OpenEnv environment server?"
         ) from None
-    except (urllib.error.URLError, OSError) as exc:  # refused, unknown host, timed out
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:  # refused, timed out
         reason = getattr(exc, "reason", exc)
         raise ConnectionError(f"cannot reach {url}: {reason}") from None
-    if len(raw) > MAX_ANSWER_BYTES:
-        raise ValueError(f"{method} {url} answered more than {MAX_ANSWER_BYTES} bytes")
+    except ValueError as exc:  # too large, or an address refused at connect time
+        raise ValueError(f"{method} {url}: {exc}") from None
     try:
         return json.loads(raw)
     except ValueError:

@@ -1,0 +1,106 @@
+"""The worker's own fetches and what environment servers say to the model (security review
+H2, M6): no redirect followed, bodies capped, addresses checked, tool text truncated."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.catalog.outbound_servers import http_server
+from tests.envs.servers import run_env_server
+from webapp.catalog.netguard import PRIVATE_RULE
+from worker.adapters import adapter_class
+from worker.adapters.base import clip_tool_text
+from worker.adapters.generic import classic_adapter_class, fetch_schema
+from worker.adapters.ors import _served_environments
+
+SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
+
+
+@pytest.fixture(scope="module")
+def echo_url() -> Iterator[str]:
+    with run_env_server("envs.echo.server:app", {**SERVER_ENV, "MAX_CONCURRENT_ENVS": "4"}) as url:
+        yield url
+
+
+def test_generic_fetch_refuses_a_redirect() -> None:
+    with http_server(body=b'{"action": {}}') as target:
+        with http_server(status=302, headers={"Location": f"{target.url}/schema"}) as redirecting:
+            with pytest.raises(ValueError) as refused:
+                fetch_schema(redirecting.url)
+    assert str(refused.value) == (
+        f"GET {redirecting.url}/schema answered a redirect (HTTP 302), which is not followed"
+    )
+    assert (redirecting.hits, target.hits) == (["GET /schema"], [])
+
+
+def test_generic_fetch_caps_the_body(settings) -> None:
+    settings.ENVLAB_MAX_RESPONSE_BYTES = 1000
+    with http_server(body=b'{"action": {"title": "' + b"x" * 5000 + b'"}}') as server:
+        with pytest.raises(ValueError) as refused:
+            fetch_schema(server.url)
+    assert str(refused.value) == f"GET {server.url}/schema: the answer is larger than 1000 bytes"
+
+
+def test_generic_fetch_checks_the_address(settings) -> None:
+    settings.ENVLAB_ALLOWED_ENV_NETWORKS = []
+    with http_server(body=b'{"action": {}}') as server:
+        with pytest.raises(ValueError) as refused:
+            fetch_schema(server.url)
+    assert str(refused.value) == f"the URL is refused: {PRIVATE_RULE}"
+    assert server.hits == []
+
+
+def test_ors_listing_refuses_a_redirect() -> None:
+    with http_server(body=b'["secret"]') as target:
+        with http_server(status=302, headers={"Location": f"{target.url}/"}) as redirecting:
+            assert _served_environments(redirecting.url) is None
+        assert _served_environments(target.url) == ["secret"]  # the same fetch, not redirected
+    assert (redirecting.hits, target.hits) == (
+        ["GET /list_environments"],
+        ["GET /list_environments"],
+    )
+
+
+def test_clip_tool_text() -> None:
+    assert clip_tool_text("abcdef", limit=6) == "abcdef"
+    assert clip_tool_text("abcdefgh", limit=6) == "abcdef… [truncated 2 characters]"
+
+
+def test_tool_answers_are_truncated_for_the_model(echo_url: str, settings) -> None:
+    settings.ENVLAB_MAX_TOOL_TEXT = 40
+    bundled = adapter_class(metadata_name="echo", base_url=echo_url, env_name="echo")()
+    generated = classic_adapter_class(
+        base_url=echo_url, env_name="echo", schema=fetch_schema(echo_url)
+    )()
+    try:
+        bundled.reset()
+        generated.reset()
+        answers = [bundled.echo(message="x" * 100), generated.echo(message="y" * 100)]
+        # openenv's client would take 100 MB messages; the adapters' take the lab's cap.
+        sizes = [adapter._client._async._max_message_size for adapter in (bundled, generated)]
+    finally:
+        bundled._close()
+        generated._close()
+    assert answers == [
+        "x" * 40 + "… [truncated 60 characters]",
+        "echoed_message: " + "y" * 24 + "… [truncated 178 characters]",  # and reward, done
+    ]
+    assert sizes == [settings.ENVLAB_MAX_RESPONSE_BYTES] * 2
+
+
+def test_long_tool_errors_are_truncated_too(settings) -> None:
+    from worker.adapters.base import EpisodeLost, OpenEnvAdapter
+
+    settings.ENVLAB_MAX_TOOL_TEXT = 10
+
+    class Noisy(OpenEnvAdapter):
+        def shout(self) -> str:
+            """Fail loudly."""
+            raise EpisodeLost("z" * 50)
+
+    with pytest.raises(EpisodeLost) as raised:
+        Noisy().shout()
+    assert str(raised.value) == "z" * 10 + "… [truncated 40 characters]"
+    assert Noisy.shout.__doc__ == "Fail loudly." and Noisy.shout.__name__ == "shout"
