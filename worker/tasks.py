@@ -6,6 +6,7 @@ import logging
 import os
 import socket
 import time
+from typing import Any
 
 import django
 from celery import shared_task
@@ -18,13 +19,16 @@ def _setup_django() -> None:
     django.setup()
 
 
-@shared_task(name="worker.tasks.train_run", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
-def train_run(run_id: int) -> str:
-    """Claim the run's lease and train it; a duplicate delivery waits and then does nothing.
+@shared_task(
+    bind=True, name="worker.tasks.train_run", acks_late=True, reject_on_worker_lost=True, ignore_result=True
+)
+def train_run(self: Any, run_id: int) -> str:
+    """Claim the run's lease and train it; any other delivery does nothing.
 
-    While another live worker holds the lease we poll: if its heartbeat goes stale (that
-    worker died) the claim takes the run over and continues from its last checkpoint; if
-    the run ends meanwhile there is nothing left to do.
+    The redelivery of the message that claimed the run (its worker was lost) polls while
+    the lease looks alive: if the heartbeat goes stale the claim takes the run over and
+    continues from its last checkpoint; if the run ends meanwhile there is nothing left to
+    do. Another copy of the message (beat re-sends queued runs) returns at once.
     """
     _setup_django()
     from django.conf import settings
@@ -33,8 +37,12 @@ def train_run(run_id: int) -> str:
 
     lease_owner = new_lease_owner()
     worker_name = f"{socket.gethostname()}:{os.getpid()}"
+    task_id = str(self.request.id or "")
     while True:
-        claim = run_claim(run_id=run_id, lease_owner=lease_owner, worker_name=worker_name)
+        claim = run_claim(run_id=run_id, lease_owner=lease_owner, worker_name=worker_name, task_id=task_id)
+        if claim.outcome == "duplicate":
+            log.info("run %s: claimed by another message; this copy has nothing to do", run_id)
+            return "duplicate"
         if claim.outcome == "done":
             log.info("run %s: nothing to do (%s)", run_id, claim.run.status if claim.run else "missing")
             return "done"
@@ -58,6 +66,15 @@ def sweep_stale_runs() -> int:
     from webapp.runs.services import run_mark_stale_interrupted
 
     return run_mark_stale_interrupted()
+
+
+@shared_task(name="worker.tasks.requeue_unclaimed_runs", ignore_result=True)
+def requeue_unclaimed_runs() -> int:
+    """Re-send queued runs that no worker claimed (beat, every minute)."""
+    _setup_django()
+    from webapp.runs.services import run_requeue_unclaimed
+
+    return run_requeue_unclaimed()
 
 
 @shared_task(name="worker.tasks.recheck_environments", ignore_result=True)

@@ -2,9 +2,18 @@
 writes them to the database (the truth) and then announces them on the run's channel group.
 
 The training loop only appends to a deque. Database or Redis trouble delays the dashboard,
-never the run: failed writes are retried with the events kept in order, failed
-announcements are dropped (clients catch up over REST). The flusher also renews the run's
-lease and reads the cancel flag, so the training step never touches the database.
+not the run: failed writes are retried with the events kept in order, failed
+announcements are dropped (clients catch up over REST). A second thread renews the run's
+lease and reads the cancel flag, each beat one UPDATE on its own connection, so a telemetry
+batch that keeps failing or waits on a lock cannot starve the heartbeat; the training step
+never touches the database.
+
+Memory is bounded: at most `max_pending` events (a rollout counts one) wait to be written.
+When that many wait, the training thread pauses in `record` until the flusher catches up.
+When nothing could be written for `outage_seconds`, the sink gives up: `failed` is set,
+the training loop stops the run with `failure` as its error, and new events are dropped.
+Writes are refused once the lease is lost (another worker took the run over): the sink
+then drops what it holds and sets `lease_lost`, and the training loop stops.
 """
 
 from __future__ import annotations
@@ -19,10 +28,20 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+Event = tuple[str, Any]
+
+
+def _weight(kind: str, item: Any) -> int:
+    """What an event counts against the bound: one per rollout, one per metrics dict; the
+    checkpoint marker holds no memory worth counting."""
+    if kind == "rollouts":
+        return len(item)
+    return 0 if kind == "checkpoint" else 1
+
 
 @dataclass
 class _Batch:
-    events: list[tuple[str, Any]] = field(default_factory=list)  # metrics and rollouts, in order
+    events: list[Event] = field(default_factory=list)  # metrics and rollouts, in order
     checkpoint: int | None = None
 
     def empty(self) -> bool:
@@ -38,26 +57,44 @@ class TelemetrySink:
         heartbeat_seconds: float = 2.0,
         publish: bool = True,
         publish_timeout: float = 1.0,
+        max_pending: int = 5000,
+        outage_seconds: float = 600.0,
+        chunk_events: int = 500,
     ) -> None:
         self.run_id = run_id
         self.lease_owner = lease_owner
         self.heartbeat_seconds = heartbeat_seconds
         self.publish = publish
         self.publish_timeout = publish_timeout
+        self.max_pending = max(1, max_pending)
+        self.outage_seconds = outage_seconds
+        self.chunk_events = max(1, chunk_events)
         self.cancel_requested = threading.Event()
         self.lease_lost = threading.Event()
+        self.failed = threading.Event()
+        self.failure = ""  # why the run must stop, once `failed` is set
         self.step = 0
-        self.stats = {"flushes": 0, "db_errors": 0, "publish_errors": 0, "events": 0}
-        self._events: deque[tuple[str, Any]] = deque()
+        self.stats: dict[str, Any] = {
+            "flushes": 0, "db_errors": 0, "publish_errors": 0, "events": 0,
+            "heartbeat_errors": 0, "dropped_events": 0, "paused": 0, "paused_seconds": 0.0,
+        }
+        self._events: deque[Event] = deque()
+        # Events handed over and not yet written or dropped, and since when some have waited.
+        self._room = threading.Condition()
+        self._count = 0
+        self._unwritten_since = time.monotonic()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._pending = _Batch()  # taken from the queue, not yet written
+        self._notes: list[dict[str, Any]] = []  # written, not yet announced
         self._loop: asyncio.AbstractEventLoop | None = None
         self._layer: Any = None
         self._thread = threading.Thread(target=self._run, name=f"telemetry-run-{run_id}", daemon=True)
+        self._beats = threading.Thread(target=self._beat_forever, name=f"heartbeat-run-{run_id}", daemon=True)
         self._thread.start()
+        self._beats.start()
 
-    # --- called from the training loop: constant time, never blocks ---------------------
+    # --- called from the training loop: constant time; waits only when the bound is hit --
 
     def metrics(self, step: int, values: dict[str, Any]) -> None:
         self._put("metrics", (step, dict(values)))
@@ -72,9 +109,74 @@ class TelemetrySink:
     def checkpoint(self, step: int) -> None:
         self._put("checkpoint", step)
 
+    @property
+    def pending(self) -> int:
+        """Events handed over and not yet written: at most `max_pending` plus one batch."""
+        return self._count
+
+    def failure_reason(self) -> str:
+        """Why training must stop for telemetry's sake ("" while all is well)."""
+        if not self.failed.is_set() and self._count and self._outage_too_long():
+            self._fail_outage()
+        return self.failure if self.failed.is_set() else ""
+
     def _put(self, kind: str, item: Any) -> None:
+        weight = _weight(kind, item)
+        if self.lease_lost.is_set() or (weight and self.failed.is_set()):
+            self.stats["dropped_events"] += weight  # the run is stopping: nothing more is written
+            return
+        with self._room:
+            if weight and self._count >= self.max_pending:
+                self._wait_for_room()
+                if self.lease_lost.is_set() or self.failed.is_set():
+                    self.stats["dropped_events"] += weight
+                    return
+            if not self._count:
+                self._unwritten_since = time.monotonic()
+            self._count += weight
         self._events.append((kind, item))
         self._wake.set()
+
+    def _wait_for_room(self) -> None:
+        """Pause training until the flusher has written some events. Bounded: the wait ends
+        when the outage has lasted `outage_seconds`, whatever the flusher is doing."""
+        self.stats["paused"] += 1
+        started = time.monotonic()
+        log.warning("run %s: %s telemetry events wait to be written; training pauses", self.run_id, self._count)
+        while self._count >= self.max_pending and not (
+            self.failed.is_set() or self.lease_lost.is_set() or self._stop.is_set()
+        ):
+            self._room.wait(1.0)
+            if not self._thread.is_alive():
+                self._fail("the telemetry writer stopped; the run's metrics and rollouts cannot be stored")
+            elif self._outage_too_long():
+                self._fail_outage()
+        self.stats["paused_seconds"] += time.monotonic() - started
+
+    def _outage_too_long(self) -> bool:
+        return time.monotonic() - self._unwritten_since > self.outage_seconds
+
+    def _fail_outage(self) -> None:
+        self._fail(
+            f"telemetry could not be written to the database for over {self.outage_seconds:g} s "
+            f"(ENVLAB_TELEMETRY_OUTAGE_SECONDS); the run stopped rather than hold more in memory. "
+            "Resume it once the database is back."
+        )
+
+    def _fail(self, reason: str) -> None:
+        if not self.failed.is_set():
+            self.failure = reason
+            self.failed.set()
+            log.error("run %s: %s", self.run_id, reason)
+        with self._room:
+            self._room.notify_all()
+
+    def _release(self, weight: int) -> None:
+        """`weight` events were written (or dropped): make room, restart the outage clock."""
+        with self._room:
+            self._count = max(0, self._count - weight)
+            self._unwritten_since = time.monotonic()
+            self._room.notify_all()
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -82,7 +184,10 @@ class TelemetrySink:
         """Stop after writing everything queued; returns False if it could not in time."""
         self._stop.set()
         self._wake.set()
+        with self._room:
+            self._room.notify_all()
         self._thread.join(timeout)
+        self._beats.join(5.0)
         return not self._thread.is_alive() and not self._events and self._pending.empty()
 
     # --- the flusher thread ---------------------------------------------------------------
@@ -97,44 +202,30 @@ class TelemetrySink:
                 self._pending.events.append((kind, item))
 
     def _run(self) -> None:
-        from django.db import DataError, IntegrityError, close_old_connections
-
         self._loop = asyncio.new_event_loop()
         backoff = 0.0
-        last_beat = 0.0
         try:
             while True:
                 stopping = self._stop.is_set()
                 self._drain()
-                due_beat = time.monotonic() - last_beat >= self.heartbeat_seconds
-                if not self._pending.empty() or due_beat:
-                    try:
-                        notes = self._write(heartbeat=due_beat)
-                        if due_beat:
-                            last_beat = time.monotonic()
-                        backoff = 0.0
-                    except (DataError, IntegrityError) as exc:
-                        # Not an outage: retrying this batch would fail forever and hold back
-                        # every later step. Keep what can be stored, one event at a time.
-                        self.stats["db_errors"] += 1
-                        log.warning("run %s: telemetry batch refused (%s); salvaging it", self.run_id, exc)
-                        close_old_connections()
-                        notes = self._salvage()
-                    except Exception as exc:  # database down or locked: keep the batch, retry
-                        self.stats["db_errors"] += 1
-                        log.warning("run %s: telemetry write failed, will retry: %s", self.run_id, exc)
-                        close_old_connections()
-                        _drop_connection()
-                        backoff = min(5.0, max(0.2, backoff * 2))
-                        if stopping and self._stop_deadline_passed():
-                            return
-                        self._wake.wait(backoff)
-                        self._wake.clear()
-                        continue
-                    if notes and self.publish:
-                        self._announce(notes)
+                ok = True
+                if self.lease_lost.is_set():
+                    self._discard_pending()
+                elif not self._pending.empty():
+                    ok = self._flush()
                 if stopping and not self._events and self._pending.empty():
                     return
+                if not ok:  # the database is down or locked: keep everything, retry
+                    if stopping and self._stop_deadline_passed():
+                        return
+                    backoff = min(5.0, max(0.2, backoff * 2))
+                    # Not woken by new events: they would turn the retry into a busy loop.
+                    if stopping:
+                        time.sleep(backoff)
+                    else:
+                        self._stop.wait(backoff)
+                    continue
+                backoff = 0.0
                 if not self._events:
                     self._wake.wait(self.heartbeat_seconds)
                     self._wake.clear()
@@ -150,47 +241,126 @@ class TelemetrySink:
             self._stop_deadline = time.monotonic() + 20.0
         return time.monotonic() > self._stop_deadline
 
-    def _write(self, *, heartbeat: bool) -> list[dict[str, Any]]:
-        """Write what is pending; renew the lease (and read the cancel flag) only when due,
-        so a step costs one short transaction and the training thread keeps the GIL."""
-        from webapp.runs.services import run_checkpointed, run_heartbeat
-        from webapp.runs.telemetry import telemetry_record
+    def _beat_forever(self) -> None:
+        try:
+            while not self.lease_lost.is_set():
+                ok = self._beat()
+                if self._stop.wait(self.heartbeat_seconds if ok else min(1.0, self.heartbeat_seconds)):
+                    return
+        finally:
+            _drop_connection()
 
-        batch = self._pending
-        notes: list[dict[str, Any]] = []
-        if batch.events:
-            notes = telemetry_record(run_id=self.run_id, events=batch.events)
-        if batch.checkpoint is not None:
-            run_checkpointed(run_id=self.run_id, lease_owner=self.lease_owner, step=batch.checkpoint)
-        self._pending = _Batch()
-        self.stats["flushes"] += 1
-        if not heartbeat:
-            return notes
-        ours, cancel = run_heartbeat(run_id=self.run_id, lease_owner=self.lease_owner, step=self.step or None)
+    def _beat(self) -> bool:
+        """Renew the lease and read the cancel flag: one UPDATE of its own, whatever state
+        the telemetry writes are in. Returns False when the database could not be reached."""
+        from django.db import close_old_connections
+
+        from webapp.runs.services import run_heartbeat
+
+        try:
+            ours, cancel = run_heartbeat(run_id=self.run_id, lease_owner=self.lease_owner, step=self.step or None)
+        except Exception as exc:  # database down or locked: the next beat tries again
+            self.stats["heartbeat_errors"] += 1
+            log.warning("run %s: heartbeat failed, will retry: %s", self.run_id, exc)
+            close_old_connections()
+            _drop_connection()
+            return False
         if not ours:
+            log.warning("run %s: the lease is lost (taken over or ended); training stops", self.run_id)
             self.lease_lost.set()
         if cancel:
             self.cancel_requested.set()
-        return notes
+        return True
 
-    def _salvage(self) -> list[dict[str, Any]]:
+    def _flush(self) -> bool:
+        """Write what is pending. Returns False when the database could not be written."""
+        from django.db import DataError, IntegrityError, close_old_connections
+
+        from webapp.runs.telemetry import LeaseLost
+
+        try:
+            try:
+                self._write()
+            except (DataError, IntegrityError, TypeError, ValueError) as exc:
+                # Not an outage but an event the database (or its JSON encoder) refuses:
+                # retrying this batch would fail forever and hold back every later step.
+                # Keep what can be stored, one event at a time.
+                self.stats["db_errors"] += 1
+                log.warning("run %s: telemetry batch refused (%s); salvaging it", self.run_id, exc)
+                close_old_connections()
+                self._salvage()
+        except LeaseLost:
+            log.warning("run %s: telemetry refused, the lease is lost; training stops", self.run_id)
+            self.lease_lost.set()
+            self._discard_pending()
+        except Exception as exc:  # database down or locked: keep the rest, in order, and retry
+            self.stats["db_errors"] += 1
+            log.warning("run %s: telemetry write failed, will retry: %s", self.run_id, exc)
+            close_old_connections()
+            _drop_connection()
+            if self._count and self._outage_too_long():
+                self._fail_outage()
+            return False
+        finally:
+            notes, self._notes = self._notes, []
+            if notes and self.publish:
+                self._announce(notes)
+        return True
+
+    def _write(self) -> None:
+        """Write the pending events in chunks of about `chunk_events`, each one short
+        transaction (after an outage the backlog is not one huge one), then the checkpoint."""
+        from webapp.runs.services import run_checkpointed
+        from webapp.runs.telemetry import telemetry_record
+
+        batch = self._pending
+        while batch.events:
+            size, weight = 0, 0
+            while size < len(batch.events) and (not size or weight < self.chunk_events):
+                weight += _weight(*batch.events[size])
+                size += 1
+            self._notes += telemetry_record(
+                run_id=self.run_id, lease_owner=self.lease_owner, events=batch.events[:size]
+            )
+            del batch.events[:size]
+            self._release(weight)
+        if batch.checkpoint is not None:
+            run_checkpointed(run_id=self.run_id, lease_owner=self.lease_owner, step=batch.checkpoint)
+            batch.checkpoint = None
+        self.stats["flushes"] += 1
+
+    def _salvage(self) -> None:
         """Write a refused batch event by event (rollouts one by one); drop and count only
-        what the database refuses on its own. The checkpoint and heartbeat come next loop."""
+        what the database refuses on its own. Any other error leaves the rest pending, in
+        order, for the next try. The checkpoint comes next loop."""
         from django.db import DataError, IntegrityError
 
         from webapp.runs.telemetry import telemetry_record
 
-        batch, self._pending = self._pending, _Batch(checkpoint=self._pending.checkpoint)
-        notes: list[dict[str, Any]] = []
-        for kind, payload in batch.events:
-            pieces = [(kind, [row]) for row in payload] if kind == "rollouts" else [(kind, payload)]
-            for piece in pieces:
-                try:
-                    notes += telemetry_record(run_id=self.run_id, events=[piece])
-                except (DataError, IntegrityError) as exc:
-                    self.stats["dropped_events"] = self.stats.get("dropped_events", 0) + 1
-                    log.error("run %s: dropped one %s event the database refuses: %s", self.run_id, kind, exc)
-        return notes
+        events = self._pending.events
+        while events:
+            kind, payload = events[0]
+            piece = (kind, payload[:1]) if kind == "rollouts" else (kind, payload)
+            try:
+                self._notes += telemetry_record(run_id=self.run_id, lease_owner=self.lease_owner, events=[piece])
+            except (DataError, IntegrityError, TypeError, ValueError) as exc:
+                self.stats["dropped_events"] += 1
+                log.error("run %s: dropped one %s event the database refuses: %s", self.run_id, kind, exc)
+            rest = payload[1:] if kind == "rollouts" else []
+            if rest:
+                events[0] = (kind, rest)
+            else:
+                events.pop(0)
+            self._release(1)
+
+    def _discard_pending(self) -> None:
+        """The lease is lost: nothing of ours may be written any more."""
+        self._drain()
+        dropped = sum(_weight(kind, item) for kind, item in self._pending.events)
+        self._pending = _Batch()
+        if dropped:
+            self.stats["dropped_events"] += dropped
+            self._release(dropped)
 
     def _announce(self, notes: list[dict[str, Any]]) -> None:
         from channels.layers import channel_layers, get_channel_layer

@@ -7,6 +7,7 @@ import pytest
 from tests.envs.servers import free_port, run_env_server
 from webapp.runs.config import RewardTerm, parse_run_config
 from webapp.runs.models import Rollout, Run, RunEvent
+from webapp.runs.services import run_claim
 from webapp.runs.telemetry import telemetry_record
 from worker.adapters import adapter_class
 from worker.adapters.base import EnvironmentAtCapacity, EpisodeLost
@@ -152,8 +153,10 @@ def test_restarted_server_loses_the_episode_and_the_rollout_is_unscored(owner):
         assert term(environments=[adapter]) == [None]
 
     run = Run.objects.create(owner=owner, name="r", config={}, model="demo:echo", max_steps=1)
+    run_claim(run_id=run.pk, lease_owner="lease-a", worker_name="w")
     telemetry_record(
         run_id=run.pk,
+        lease_owner="lease-a",
         events=[
             (
                 "rollouts",

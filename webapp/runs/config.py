@@ -7,20 +7,50 @@ Pure pydantic: structural rules live here; rules that need the database or the d
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 MODEL_DEMO_RE = re.compile(r"^demo:[a-z0-9][a-z0-9-]{0,62}$")
 MODEL_HUB_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+
+# What one run may ask for. Each bound keeps one request within what one worker machine
+# and the environment servers can take: rows and prompts are built in the worker's memory,
+# and every rollout of a generation batch holds one environment session at once.
+MAX_GENERATION_BATCH = 256  # per_device_train_batch_size x gradient_accumulation_steps
+MAX_TOTAL_ROWS = 50_000  # dataset rows summed over the run's environments
+MAX_PROMPT_CHARS_TOTAL = 20_000_000  # rows x prompt length, summed over environments
+MAX_ORS_TASKS = 10_000  # Open Reward Standard tasks one environment of a run may list
+MAX_STEPS = 10_000
+MAX_COMPLETION_LENGTH = {"cpu": 2048, "cuda": 16384}
+MAX_REWARD_PARAMS_BYTES = 4096  # a reward term's params, as compact JSON
+MAX_REWARD_PARAMS_DEPTH = 6
+# chat_template_kwargs reach the tokenizer's Jinja chat template as variables: only the
+# switches chat templates read (Qwen3/GLM/SmolLM3 `enable_thinking`, Granite/DeepSeek
+# `thinking`, gpt-oss `reasoning_effort`). Never `chat_template` itself, which would run a
+# user's template in the worker.
+CHAT_TEMPLATE_KWARGS: dict[str, tuple[Any, ...]] = {
+    "enable_thinking": (True, False),
+    "thinking": (True, False),
+    "reasoning_effort": ("low", "medium", "high"),
+}
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-ResetValue = str | int | float | bool
+ResetValue = Annotated[str, StringConstraints(max_length=1000)] | int | float | bool
 
 
 class RunEnvironment(_Strict):
@@ -31,15 +61,17 @@ class RunEnvironment(_Strict):
         max_length=4000,
         description="User prompt of each episode; an Open Reward Standard task brings its own when empty.",
     )
-    rows: int = Field(default=64, ge=1, le=100_000, description="Dataset rows for this environment.")
+    rows: int = Field(default=64, ge=1, le=MAX_TOTAL_ROWS, description="Dataset rows for this environment.")
     reset: dict[str, ResetValue] = Field(
         default_factory=dict,
         max_length=16,
         description="Extra arguments for every episode's reset, e.g. {\"blanks\": 20} for sudoku.",
     )
     split: str = Field(default="train", max_length=64, description="Open Reward Standard: the task split.")
-    num_tasks: int | None = Field(default=None, ge=1, le=100_000, description="ORS: the first N tasks.")
-    indices: list[int] | None = Field(default=None, max_length=100_000, description="ORS: these task indices.")
+    num_tasks: int | None = Field(default=None, ge=1, le=MAX_ORS_TASKS, description="ORS: the first N tasks.")
+    indices: list[int] | None = Field(
+        default=None, max_length=MAX_ORS_TASKS, description="ORS: these task indices."
+    )
 
     @field_validator("reset")
     @classmethod
@@ -59,6 +91,14 @@ class RunEnvironment(_Strict):
             raise ValueError("task indices start at 0")
         return value
 
+    @property
+    def row_count(self) -> int:
+        """Rows this environment adds to the dataset: its ORS tasks when they are chosen,
+        else `rows` (an ORS environment that chooses none lists at most MAX_ORS_TASKS)."""
+        if self.indices is not None:
+            return len(self.indices)
+        return self.num_tasks if self.num_tasks is not None else self.rows
+
     @field_validator("name")
     @classmethod
     def _name_is_slug(cls, value: str) -> str:
@@ -71,8 +111,12 @@ class RewardTerm(_Strict):
     name: str = Field(min_length=1, max_length=64)
     kind: Literal["env_reward", "tool_called"] = "env_reward"
     weight: float = Field(default=1.0, ge=-100, le=100)
-    environments: list[str] | None = None
-    params: dict[str, Any] = Field(default_factory=dict)
+    environments: list[Annotated[str, StringConstraints(max_length=64)]] | None = Field(
+        default=None, max_length=8
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict, description=f"At most {MAX_REWARD_PARAMS_BYTES} bytes as JSON."
+    )
 
     @field_validator("name")
     @classmethod
@@ -81,20 +125,47 @@ class RewardTerm(_Strict):
             raise ValueError("use lowercase letters, digits and '_', starting with a letter")
         return value
 
+    @field_validator("params")
+    @classmethod
+    def _params_bounded(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if _nests_deeper_than(value, MAX_REWARD_PARAMS_DEPTH):
+            raise ValueError(f"params nest at most {MAX_REWARD_PARAMS_DEPTH} levels deep")
+        size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+        if size > MAX_REWARD_PARAMS_BYTES:
+            raise ValueError(f"params take at most {MAX_REWARD_PARAMS_BYTES} bytes as JSON, not {size}")
+        return value
+
 
 class GRPOSettings(_Strict):
     num_generations: int = Field(default=4, ge=2, le=64)
-    max_steps: int = Field(default=20, ge=1, le=100_000)
+    max_steps: int = Field(default=20, ge=1, le=MAX_STEPS)
     learning_rate: float = Field(default=1e-5, gt=0, le=1)
-    per_device_train_batch_size: int = Field(default=4, ge=1, le=1024)
-    gradient_accumulation_steps: int = Field(default=1, ge=1, le=1024)
-    max_completion_length: int = Field(default=256, ge=8, le=32768)
+    per_device_train_batch_size: int = Field(default=4, ge=1, le=MAX_GENERATION_BATCH)
+    gradient_accumulation_steps: int = Field(default=1, ge=1, le=MAX_GENERATION_BATCH)
+    max_completion_length: int = Field(default=256, ge=8, le=MAX_COMPLETION_LENGTH["cuda"])
     max_tool_calling_iterations: int = Field(default=4, ge=1, le=64)
     beta: float = Field(default=0.0, ge=0, le=10)
     temperature: float = Field(default=1.0, gt=0, le=5)
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
-    save_steps: int = Field(default=5, ge=1, le=100_000, description="Checkpoint every N steps.")
-    chat_template_kwargs: dict[str, Any] = Field(default_factory=lambda: {"enable_thinking": False})
+    save_steps: int = Field(default=5, ge=1, le=MAX_STEPS, description="Checkpoint every N steps.")
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=lambda: {"enable_thinking": False},
+        description=f"Chat template switches: {', '.join(sorted(CHAT_TEMPLATE_KWARGS))}.",
+    )
+
+    @field_validator("chat_template_kwargs")
+    @classmethod
+    def _chat_template_kwargs_allowed(cls, value: dict[str, Any]) -> dict[str, Any]:
+        allowed = ", ".join(sorted(CHAT_TEMPLATE_KWARGS))
+        for key, item in value.items():
+            choices = CHAT_TEMPLATE_KWARGS.get(key)
+            if choices is None:
+                raise ValueError(f"'{key[:40]}' is not a chat template switch envlab passes on; allowed keys: {allowed}")
+            # `1 in (True, False)` holds in Python: compare types too.
+            if not any(type(item) is type(c) and item == c for c in choices):
+                shown = ", ".join(json.dumps(c) for c in choices)
+                raise ValueError(f"'{key}' takes one of {shown}")
+        return value
 
     @property
     def generation_batch_size(self) -> int:
@@ -104,6 +175,13 @@ class GRPOSettings(_Strict):
 
     @model_validator(mode="after")
     def _generations_divide_batch(self) -> GRPOSettings:
+        if self.generation_batch_size > MAX_GENERATION_BATCH:
+            raise _FieldError(
+                "per_device_train_batch_size",
+                f"the generation batch per_device_train_batch_size x gradient_accumulation_steps "
+                f"({self.per_device_train_batch_size} x {self.gradient_accumulation_steps} "
+                f"= {self.generation_batch_size}) is at most {MAX_GENERATION_BATCH}",
+            )
         if self.generation_batch_size % self.num_generations:
             raise _FieldError(
                 "num_generations",
@@ -118,7 +196,9 @@ class GRPOSettings(_Strict):
 class GenerationSettings(_Strict):
     backend: Literal["transformers", "vllm"] = "transformers"
     vllm_mode: Literal["colocate", "server"] = "colocate"
-    vllm_server_base_url: str | None = None
+    # Checked against the outbound-address rules when a run is launched
+    # (webapp.runs.services.run_config_check), like an environment's URL.
+    vllm_server_base_url: str | None = Field(default=None, max_length=500)
 
 
 class RunConfig(_Strict):
@@ -164,7 +244,39 @@ class RunConfig(_Strict):
                 )
         if self.generation.backend == "vllm" and self.device != "cuda":
             raise _FieldError("generation", "the vllm backend needs device 'cuda'")
+        rows = sum(env.row_count for env in self.environments)
+        if rows > MAX_TOTAL_ROWS:
+            raise _FieldError(
+                "environments",
+                f"the run's environments ask for {rows} rows (rows, or ORS num_tasks/indices) in all; "
+                f"at most {MAX_TOTAL_ROWS}",
+            )
+        chars = sum(env.rows * len(env.prompt) for env in self.environments)
+        if chars > MAX_PROMPT_CHARS_TOTAL:
+            raise _FieldError(
+                "environments",
+                f"rows x prompt length is {chars} characters in all; at most {MAX_PROMPT_CHARS_TOTAL} "
+                "(fewer rows or a shorter prompt)",
+            )
+        longest = MAX_COMPLETION_LENGTH[self.device]
+        if self.grpo.max_completion_length > longest:
+            raise _FieldError(
+                "grpo.max_completion_length",
+                f"max_completion_length is at most {longest} tokens on device '{self.device}'",
+            )
         return self
+
+
+def _nests_deeper_than(value: Any, limit: int) -> bool:
+    """Iterative, so a hostile nesting cannot exhaust the recursion limit."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth + 1 > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 class _FieldError(ValueError):

@@ -34,6 +34,13 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     worker_name = models.CharField(max_length=200, blank=True, default="")
     attempts = models.PositiveIntegerField(default=0)
+    # The train task's messages: when the last one went to the broker (None: the last send
+    # failed, beat re-sends it), how many went since the run was last queued, and the task
+    # id of the message that claimed the lease (its redelivery may take the run over; any
+    # other copy of the message has nothing to do).
+    sent_at = models.DateTimeField(null=True, blank=True)
+    sends = models.PositiveIntegerField(default=0)
+    claim_task_id = models.CharField(max_length=64, blank=True, default="")
     checkpoint_step = models.PositiveIntegerField(null=True, blank=True)
     # Last telemetry sequence number handed out for this run.
     last_seq = models.PositiveBigIntegerField(default=0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -10,21 +11,33 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from webapp.catalog.models import Environment
+from webapp.catalog.netguard import OutboundRefused, check_outbound_url
 from webapp.catalog.probe import ProbeError, probe_environment
+from webapp.catalog.selectors import environments_visible_to
 from webapp.runs.config import RunConfig, RunConfigError, parse_run_config
 from webapp.runs.live import notify_run
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 
+log = logging.getLogger(__name__)
+
+# Enqueued by name: webapp code does not import the worker's task module.
+TRAIN_TASK = "worker.tasks.train_run"
+
 
 class RunStateError(Exception):
     """The run is not in a state that allows this action."""
+
+
+class RunQuotaExceeded(RunConfigError):
+    """The owner already has as many queued and running runs as one account may."""
 
 
 def model_path(model: str) -> Path | None:
@@ -36,8 +49,35 @@ def model_path(model: str) -> Path | None:
     return None
 
 
+def model_roots() -> list[Path]:
+    """The folders local models may be loaded from: MODELS_DIR and ENVLAB_MODEL_ROOTS."""
+    return [Path(settings.MODELS_DIR), *(Path(root) for root in settings.ENVLAB_MODEL_ROOTS)]
+
+
+def model_folder_error(path: Path) -> str | None:
+    """Why a local folder may not be trained from, or None. Compares real paths (every
+    symlink followed), so a link inside a root that points out of it is outside. The
+    message is the same whether or not the folder exists: it must not reveal the disk."""
+    try:
+        real = path.resolve()
+        roots = [root.resolve() for root in model_roots()]
+        # Checkpoints are reached through their run, which is owner-checked, not by path.
+        inside = any(real.is_relative_to(root) for root in roots) and not real.is_relative_to(
+            Path(settings.RUNS_DIR).resolve()
+        )
+    except (OSError, RuntimeError):  # unreadable, or a symlink loop
+        inside = False
+    if inside:
+        return None
+    return f"local model folders must be under {', '.join(str(root) for root in model_roots())}"
+
+
 def _model_error(model: str) -> str | None:
     path = model_path(model)
+    if path is not None and not model.startswith("demo:"):
+        refused = model_folder_error(path)
+        if refused:
+            return refused
     if path is None:
         # A hub id: offline machines can only use what the hub cache already holds.
         import os
@@ -58,6 +98,17 @@ def _model_error(model: str) -> str | None:
     return None
 
 
+def _vllm_server_error(url: str | None) -> str | None:
+    """The worker connects to a vLLM server: the same outbound rules as an environment's URL."""
+    if url is None:
+        return None
+    try:
+        check_outbound_url(url, name="vllm_server_base_url")
+    except (OutboundRefused, ProbeError) as exc:
+        return str(exc)
+    return None
+
+
 def _tool_shape(tool: Any) -> str:
     """Argument names, types and which are required: what must agree for one router to offer it."""
     parameters = tool.get("parameters") if isinstance(tool, dict) else None
@@ -70,17 +121,22 @@ def _tool_shape(tool: Any) -> str:
     )
 
 
-def run_config_check(*, config: RunConfig) -> dict[str, list[str]]:
+def run_config_check(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, list[str]]:
     """Rules that need the database or the disk. Re-probes each environment's health."""
     errors: dict[str, list[str]] = {}
     model_error = _model_error(config.model)
     if model_error:
         errors["model"] = [model_error]
+    vllm_error = _vllm_server_error(config.generation.vllm_server_base_url)
+    if vllm_error:
+        errors["generation.vllm_server_base_url"] = [vllm_error]
     batch = config.grpo.generation_batch_size
     tool_owner: dict[str, tuple[str, str]] = {}
     for index, item in enumerate(config.environments):
         key = f"environments.{index}.environment"
-        environment = Environment.objects.filter(pk=item.environment).first()
+        # Only environments the launching user may see (webapp.catalog.selectors); the message
+        # is the same for one that exists but is not theirs.
+        environment = environments_visible_to(user=user).filter(pk=item.environment).first()
         if environment is None:
             errors[key] = [f"no environment with id {item.environment}"]
             continue
@@ -126,19 +182,45 @@ def run_config_check(*, config: RunConfig) -> dict[str, list[str]]:
     return errors
 
 
+def _active_runs_error(owner: AbstractBaseUser) -> str | None:
+    limit = settings.ENVLAB_MAX_ACTIVE_RUNS
+    active = Run.objects.filter(owner=owner, status__in=Run.ACTIVE).count()
+    if active < limit:
+        return None
+    return (
+        f"you have {active} queued or running runs, and one account may have at most {limit} at "
+        "once: wait for one to finish, or cancel one"
+    )
+
+
+def _lock_owner(owner: AbstractBaseUser) -> None:
+    """Serialise one owner's launches and resumes, so two at once cannot both pass the quota."""
+    list(get_user_model().objects.select_for_update().filter(pk=owner.pk).values_list("pk"))
+
+
 def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
     """Validate a raw config and queue the run; a rejected config writes nothing."""
     config = parse_run_config(data)
-    errors = run_config_check(config=config)
+    # Before the checks, which probe every environment: a refused launch costs nothing.
+    quota = _active_runs_error(owner)
+    if quota:
+        raise RunQuotaExceeded({"non_field_errors": [quota]})
+    errors = run_config_check(config=config, user=owner)
     if errors:
         raise RunConfigError(errors)
     with transaction.atomic():
+        _lock_owner(owner)
+        quota = _active_runs_error(owner)
+        if quota:
+            raise RunQuotaExceeded({"non_field_errors": [quota]})
         run = Run.objects.create(
             owner=owner,
             name=config.name,
             config=config.model_dump(mode="json"),
             model=config.model,
             max_steps=config.grpo.max_steps,
+            sent_at=timezone.now(),
+            sends=1,
         )
         run.environments.set([item.environment for item in config.environments])
         RunEvent.objects.create(run=run, kind="queued", message="Run queued.")
@@ -147,10 +229,72 @@ def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
 
 
 def _enqueue_on_commit(run: Run) -> None:
-    from worker.tasks import train_run  # Celery task module: imports no torch
-
+    """Send the train task once the run's row is committed (before, a worker may not see it).
+    The caller stamped `sent_at`; a failed send clears it, and beat sends again."""
     run_id = run.pk
-    transaction.on_commit(lambda: train_run.delay(run_id))
+    transaction.on_commit(lambda: _send_train_task(run_id, record_failure=True))
+
+
+def _send_train_task(run_id: int, *, record_failure: bool) -> bool:
+    """Hand the run to the broker. An unreachable broker is not the request's failure: the
+    run stays queued, and `run_requeue_unclaimed` (beat) sends it once the broker is back."""
+    from kombu.exceptions import OperationalError
+
+    from webapp import celery_app  # the project's Celery app: imports no torch
+
+    try:
+        celery_app.send_task(TRAIN_TASK, args=(run_id,))
+        return True
+    except (OperationalError, OSError) as exc:
+        log.warning("run %s: the broker is unreachable (%s); beat will send the run again", run_id, exc)
+    try:
+        Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(sent_at=None)
+        if record_failure:
+            RunEvent.objects.create(
+                run_id=run_id, kind="broker_unreachable",
+                message="Queued; the broker was unreachable, beat will re-send the run.",
+            )
+    except DatabaseError:  # then the row keeps its stamp, and beat re-sends it a little later
+        log.exception("run %s: could not record the failed send", run_id)
+    return False
+
+
+def _requeue_interval(sends: int) -> timedelta:
+    # Doubles with each send, up to 8x: a run waiting behind a long one gets a copy of its
+    # message now and then, not one a minute (copies are harmless, see `run_claim`).
+    return timedelta(seconds=settings.ENVLAB_REQUEUE_SECONDS * 2 ** min(max(sends - 1, 0), 3))
+
+
+def run_requeue_unclaimed() -> int:
+    """Send again the train task of queued runs that no worker claimed: the broker was down
+    at launch, lost the message, or a worker acknowledged it while the database was away.
+
+    Safe to run concurrently with itself: each re-send is taken by a conditional UPDATE of
+    the run's send stamp. Returns how many runs were sent.
+    """
+    now = timezone.now()
+    oldest = now - timedelta(seconds=settings.ENVLAB_REQUEUE_SECONDS)
+    candidates = list(
+        Run.objects.filter(status=Run.Status.QUEUED)
+        .filter(Q(sent_at__isnull=True) | Q(sent_at__lt=oldest))
+        .values_list("pk", "sent_at", "sends")
+    )
+    sent = 0
+    for run_id, sent_at, sends in candidates:
+        if sent_at is not None and now - sent_at < _requeue_interval(sends):
+            continue
+        taken = Run.objects.filter(
+            pk=run_id, status=Run.Status.QUEUED, sent_at=sent_at, sends=sends
+        ).update(sent_at=now, sends=F("sends") + 1)
+        if not taken or not _send_train_task(run_id, record_failure=False):
+            continue
+        sent += 1
+        RunEvent.objects.create(
+            run_id=run_id, kind="requeued",
+            message="No worker had claimed the run: its task was sent again.",
+            data={"sends": sends + 1, "previous_send": sent_at.isoformat() if sent_at else None},
+        )
+    return sent
 
 
 def run_request_cancel(*, run: Run) -> Run:
@@ -178,11 +322,17 @@ def run_resume(*, run: Run) -> Run:
         run = Run.objects.select_for_update().get(pk=run.pk)
         if run.status not in Run.RESUMABLE:
             raise RunStateError(f"only interrupted or cancelled runs resume; this one is {run.status}")
+        _lock_owner(run.owner)
+        quota = _active_runs_error(run.owner)
+        if quota:
+            raise RunStateError(quota)
         run.status = Run.Status.QUEUED
         run.cancel_requested = False
         run.error = ""
         run.finished_at = None
-        run.save(update_fields=["status", "cancel_requested", "error", "finished_at"])
+        run.sent_at = timezone.now()
+        run.sends = 1
+        run.save(update_fields=["status", "cancel_requested", "error", "finished_at", "sent_at", "sends"])
         RunEvent.objects.create(
             run=run, kind="resumed", message=f"Resume queued from checkpoint step {run.checkpoint_step or 0}."
         )
@@ -196,7 +346,9 @@ def run_resume(*, run: Run) -> Run:
 
 @dataclass(frozen=True)
 class Claim:
-    outcome: str  # "claimed", "busy" (alive elsewhere), "done" (nothing to do)
+    # "claimed"; "busy": alive elsewhere, this message may take it over if that worker dies;
+    # "duplicate": another message claimed it, this copy has nothing to do; "done"
+    outcome: str
     run: Run | None = None
     takeover: bool = False
 
@@ -205,11 +357,14 @@ def _stale_before(seconds: float | None = None) -> Any:
     return timezone.now() - timedelta(seconds=seconds or settings.ENVLAB_STALE_SECONDS)
 
 
-def run_claim(*, run_id: int, lease_owner: str, worker_name: str) -> Claim:
+def run_claim(*, run_id: int, lease_owner: str, worker_name: str, task_id: str = "") -> Claim:
     """Take the run's lease with one conditional UPDATE.
 
     Succeeds only when the run is queued, or running under a heartbeat gone stale (its
     worker died): then this claim takes it over and continues from the last checkpoint.
+    A run may have several messages (beat re-sends unclaimed runs). Only the message that
+    claimed it comes back when its worker is lost, so only that one waits to take over;
+    any other copy finds the run claimed and returns ("duplicate").
     """
     now = timezone.now()
     with transaction.atomic():
@@ -226,10 +381,13 @@ def run_claim(*, run_id: int, lease_owner: str, worker_name: str) -> Claim:
             lease_owner=lease_owner,
             worker_name=worker_name[:200],
             heartbeat_at=now,
+            claim_task_id=task_id[:64],
         )
         if changed != 1:
             run = Run.objects.filter(pk=run_id).first()
             if run is not None and run.status == Run.Status.RUNNING:
+                if task_id and run.claim_task_id and run.claim_task_id != task_id:
+                    return Claim("duplicate", run)
                 return Claim("busy", run)
             return Claim("done", run)
         run = Run.objects.get(pk=run_id)

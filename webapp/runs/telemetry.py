@@ -1,5 +1,6 @@
 """Recording telemetry: metrics and rollouts get per-run sequence numbers and are stored
-in one transaction. The worker's sink calls this from its background flusher."""
+in one transaction, only for the worker that holds the run's lease. The worker's sink
+calls this from its background flusher."""
 
 from __future__ import annotations
 
@@ -23,13 +24,28 @@ def _number(value: Any) -> float | None:
 Event = tuple[str, Any]  # ("metrics", (step, {key: value})) or ("rollouts", [row, ...])
 
 
+class LeaseLost(Exception):
+    """The writer no longer holds the run's lease: another worker trains it, or it ended."""
+
+
 @transaction.atomic
-def telemetry_record(*, run_id: int, events: list[Event]) -> list[dict[str, Any]]:
+def telemetry_record(*, run_id: int, lease_owner: str, events: list[Event]) -> list[dict[str, Any]]:
     """Store events in the order given, numbering them; return the notifications to publish.
 
     A step recorded twice (a step redone after a resume) replaces the earlier values.
+    Raises LeaseLost, writing nothing, unless `lease_owner` holds the running run's lease:
+    the lease is checked on the row this transaction locks, so a takeover (which rewinds
+    the run) cannot interleave with a zombie worker's write.
     """
-    run = Run.objects.select_for_update().only("pk", "last_seq").get(pk=run_id)
+    run = (
+        Run.objects.select_for_update()
+        .only("pk", "last_seq")
+        .filter(pk=run_id, lease_owner=lease_owner, status=Run.Status.RUNNING)
+        .exclude(lease_owner="")
+        .first()
+    )
+    if run is None:
+        raise LeaseLost(f"run {run_id}: this worker no longer holds the lease")
     seq = run.last_seq
     notes: list[dict[str, Any]] = []
     points: list[MetricPoint] = []
