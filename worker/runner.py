@@ -20,10 +20,12 @@ from transformers import TrainerCallback  # noqa: E402
 from transformers.trainer_callback import PrinterCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
+from webapp.accounts.secrets import user_secret_value  # noqa: E402
 from webapp.catalog.models import Environment  # noqa: E402
+from webapp.catalog.netguard import check_outbound_url  # noqa: E402
 from webapp.runs.config import RunConfig  # noqa: E402
 from webapp.runs.models import Run  # noqa: E402
-from webapp.runs.services import model_path, run_finish, run_rewind  # noqa: E402
+from webapp.runs.services import model_folder_error, model_path, run_finish, run_rewind  # noqa: E402
 from worker.adapters import bind_adapter  # noqa: E402
 from worker.adapters.router import router_class  # noqa: E402
 from worker.datasets import episode_rows  # noqa: E402
@@ -115,6 +117,10 @@ class TelemetryCallback(TrainerCallback):
         if self.sink.lease_lost.is_set():
             self.stop_reason = "lease_lost"
             control.should_training_stop = True
+            control.should_save = False  # the run's folder belongs to the worker that took it over
+        elif self.sink.failure_reason():
+            self.stop_reason = "telemetry_failed"
+            control.should_training_stop = True
         elif self.sink.cancel_requested.is_set():
             self.stop_reason = "cancelled"
             control.should_save = True
@@ -142,23 +148,27 @@ def _prune_checkpoints(output_dir: Path, keep_step: int | None) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def environment_factory(config: RunConfig) -> tuple[type[Any], dict[str, Any]]:
+def environment_factory(config: RunConfig, owner: Any = None) -> tuple[type[Any], dict[str, Any]]:
     """The adapter class TRL gets (a router when the run has several environments), and
-    the task listers of environments that bring their own tasks (Open Reward Standard)."""
+    the task listers of environments that bring their own tasks (Open Reward Standard).
+    `owner`: the run's owner, whose own stored keys its environments may use."""
     members: dict[str, type[Any]] = {}
     task_rows: dict[str, Any] = {}
     batch = config.grpo.generation_batch_size
     for item in config.environments:
         environment = Environment.objects.get(pk=item.environment)
-        members[item.name] = bind_adapter(environment=environment, env_name=item.name, batch_size=batch)
+        members[item.name] = bind_adapter(
+            environment=environment, env_name=item.name, batch_size=batch, user=owner
+        )
         if environment.kind == Environment.Kind.ORS:
-            task_rows[item.name] = _ors_task_rows(environment)
+            task_rows[item.name] = _ors_task_rows(environment, owner)
     if len(members) == 1:
         return next(iter(members.values())), task_rows
     return router_class(members), task_rows
 
 
-def _ors_task_rows(environment: Environment) -> Any:
+def _ors_task_rows(environment: Environment, owner: Any) -> Any:
+    from worker.adapters import ors_credentials
     from worker.adapters.ors import ors_rows
 
     metadata = environment.metadata or {}
@@ -170,7 +180,7 @@ def _ors_task_rows(environment: Environment) -> Any:
             split=item.split,
             num_tasks=item.num_tasks if item.indices is None else None,
             indices=item.indices,
-            api_key_env=metadata.get("api_key_env") or None,
+            **ors_credentials(environment, owner),
         )
         if item.prompt:
             for row in found:
@@ -185,11 +195,23 @@ def build_trainer(run: Run, config: RunConfig, sink: TelemetrySink | None, outpu
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     local = model_path(config.model)
+    if local is not None and not config.model.startswith("demo:"):
+        # Checked at launch too; again here, where the folder is read (a symlink may have moved).
+        refused = model_folder_error(local)
+        if refused:
+            raise ValueError(refused)
     source = str(local) if local is not None else config.model
-    tokenizer = AutoTokenizer.from_pretrained(source)
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32 if config.device == "cpu" else "auto")
-    factory, task_rows = environment_factory(config)
+    # A hub model may be gated: the owner's own Hugging Face token, never another user's.
+    hub_token = None if local is not None else user_secret_value(user=run.owner, name="hf_token")
+    tokenizer = AutoTokenizer.from_pretrained(source, token=hub_token)
+    model = AutoModelForCausalLM.from_pretrained(
+        source, dtype=torch.float32 if config.device == "cpu" else "auto", token=hub_token
+    )
+    factory, task_rows = environment_factory(config, run.owner)
     reward_funcs, weights = compile_rewards(config.rewards)
+    if config.generation.vllm_server_base_url:
+        # Checked at launch, and again where it is used: the name may resolve elsewhere now.
+        check_outbound_url(config.generation.vllm_server_base_url, name="vllm_server_base_url")
     grpo = config.grpo
     args = GRPOConfig(
         output_dir=str(output_dir),
@@ -247,7 +269,10 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
     _prune_checkpoints(output_dir, start_step or None)
     if not run_rewind(run_id=run.pk, lease_owner=lease_owner, to_step=start_step):
         return "lease_lost"
-    sink = TelemetrySink(run_id=run.pk, lease_owner=lease_owner, heartbeat_seconds=settings.ENVLAB_HEARTBEAT_SECONDS)
+    sink = TelemetrySink(
+        run_id=run.pk, lease_owner=lease_owner, heartbeat_seconds=settings.ENVLAB_HEARTBEAT_SECONDS,
+        max_pending=settings.ENVLAB_TELEMETRY_MAX_PENDING, outage_seconds=settings.ENVLAB_TELEMETRY_OUTAGE_SECONDS,
+    )
     sink.step_done(start_step)
     callback = TelemetryCallback(sink)
     status, error = Run.Status.SUCCEEDED, ""
@@ -260,6 +285,10 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
         train_seconds = time.perf_counter() - started
         if callback.stop_reason == "cancelled":
             status = Run.Status.CANCELLED
+        elif callback.stop_reason == "telemetry_failed":
+            # Interrupted, not failed: nothing is wrong with the run, and resume continues
+            # from its last recorded checkpoint once the database is back.
+            status, error = Run.Status.INTERRUPTED, sink.failure
     except Exception as exc:
         log.exception("run %s failed", run_id)
         status, error = Run.Status.FAILED, _error_message(exc)
@@ -270,11 +299,28 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
     if callback.stop_reason == "lease_lost":
         return "lease_lost"
     step = sink.step
-    run_finish(
+    _finish(
         run_id=run_id, lease_owner=lease_owner, status=status, error=error, step=step,
         data={"train_seconds": train_seconds, "telemetry": sink.stats},
     )
     return status
+
+
+def _finish(**fields: Any) -> None:
+    """run_finish, retried for a minute: the database may be coming back from the outage
+    that stopped the run. If it stays away the heartbeat goes stale and the sweeper marks
+    the run interrupted."""
+    deadline = time.monotonic() + 60.0
+    while True:
+        try:
+            run_finish(**fields)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                log.exception("run %s: could not record its end (%s)", fields["run_id"], fields["status"])
+                return
+            log.warning("run %s: recording its end failed; retrying", fields["run_id"], exc_info=True)
+            time.sleep(5.0)
 
 
 def _error_message(exc: BaseException) -> str:

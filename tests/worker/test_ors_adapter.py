@@ -130,7 +130,7 @@ def test_rows_for_a_split(ors_url: str) -> None:
         ({"split": "dev"}, ValueError, r"^'guessnumber' has no split 'dev'$"),
         ({"env_name": "chess"}, ValueError, r"^ORS server http://127.0.0.1:\d+ has no environment 'chess'; it serves \['echo', 'guessnumber'\]$"),
         ({"base_url": "http://127.0.0.1:1/x"}, ValueError, r"^base_url must be a server origin without a path"),
-        ({"api_key_env": "ENVLAB_NO_SUCH_KEY"}, ValueError, r"^environment variable ENVLAB_NO_SUCH_KEY \(the ORS API key\) is not set$"),
+        ({"api_key_env": "ENVLAB_NO_SUCH_KEY"}, ValueError, r"^no Open Reward API key for this run: store yours on your account page, or ask the operator to set ENVLAB_NO_SUCH_KEY for the workers$"),
     ],
 )  # fmt: skip
 def test_rows_reject_bad_requests(

@@ -316,6 +316,8 @@ class ConsoleSession:
     """One console connection's adapter. Not thread-safe: one thread drives it."""
 
     environment: Any
+    # Whose stored keys an Open Reward catalog environment uses: the console's own user.
+    user: Any = None
     adapter_class: type | None = None
     tools: list[dict[str, Any]] = field(default_factory=list)
     adapter: Any = None
@@ -327,7 +329,7 @@ class ConsoleSession:
             from worker.adapters import bind_adapter
 
             adapter_class = bind_adapter(
-                environment=self.environment, env_name=self.environment.name
+                environment=self.environment, env_name=self.environment.name, user=self.user
             )
             self.tools = console_tools(adapter_class=adapter_class)
             self.adapter_class = adapter_class

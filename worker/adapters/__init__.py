@@ -22,8 +22,34 @@ def _load(dotted: str) -> type[Any]:
     return getattr(importlib.import_module(module_name), class_name)  # type: ignore[no-any-return]
 
 
-def base_adapter(environment: Any) -> type[Any]:
-    """The unbound adapter class for a catalog `Environment` row (or anything shaped like it)."""
+def ors_credentials(environment: Any, user: Any = None) -> dict[str, str | None]:
+    """The Open Reward key arguments for an ORS environment: `api_key` (the user's own stored
+    key) and/or `api_key_env` (a variable the operator allowed).
+
+    Keys go only to the configured Open Reward host, for environments registered from its
+    catalog: any other server (a `base_url` a user typed) gets no key, whatever its row says.
+    """
+    from django.conf import settings
+
+    metadata: Mapping[str, Any] = environment.metadata or {}
+    catalog_host = str(settings.ENVLAB_OPENREWARD_API_URL).rstrip("/")
+    if not metadata.get("ors_catalog") or str(environment.base_url).rstrip("/") != catalog_host:
+        return {"api_key": None, "api_key_env": None}
+    from webapp.accounts.secrets import user_secret_value
+
+    variable = metadata.get("api_key_env") or None
+    if variable not in settings.ENVLAB_API_KEY_ENV_ALLOWED:
+        variable = None
+    own = user_secret_value(user=user, name="openreward_api_key")
+    return {"api_key": own, "api_key_env": None if own else variable}
+
+
+def base_adapter(environment: Any, *, user: Any = None) -> type[Any]:
+    """The unbound adapter class for a catalog `Environment` row (or anything shaped like it).
+
+    `user`: whose stored keys an Open Reward catalog environment may use (the run's owner,
+    the console's user).
+    """
     metadata: Mapping[str, Any] = environment.metadata or {}
     if environment.kind == "ors":
         from worker.adapters.ors import ors_adapter_class
@@ -32,7 +58,7 @@ def base_adapter(environment: Any) -> type[Any]:
             base_url=environment.base_url,
             env_name=str(metadata.get("ors_env") or metadata.get("name") or environment.name),
             split=str(metadata.get("split") or "train"),
-            api_key_env=metadata.get("api_key_env") or None,
+            **ors_credentials(environment, user),
         )
     if environment.kind != "openenv":
         raise ValueError(f"environments of kind '{environment.kind}' cannot be trained on with GRPO here")
@@ -51,9 +77,11 @@ def base_adapter(environment: Any) -> type[Any]:
     )
 
 
-def bind_adapter(*, environment: Any, env_name: str, batch_size: int | None = None) -> type[Any]:
+def bind_adapter(
+    *, environment: Any, env_name: str, batch_size: int | None = None, user: Any = None
+) -> type[Any]:
     """A no-argument-constructible subclass of the environment's adapter, bound to its server."""
-    base = base_adapter(environment)
+    base = base_adapter(environment, user=user)
     return type(
         base.__name__,
         (base,),

@@ -25,13 +25,13 @@ import logging
 import os
 import re
 import threading
-import urllib.request
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
 
-from worker.adapters.base import EpisodeLost
+from webapp.catalog import netguard
+from worker.adapters.base import ClipsToolText, EpisodeLost, clip_tool_text
 
 log = logging.getLogger(__name__)
 
@@ -99,16 +99,19 @@ def _sdk_loop() -> _SdkLoop:
 
 @dataclass(frozen=True)
 class OrsTarget:
-    """One environment on one ORS server; the API key is referenced by variable name."""
+    """One environment on one ORS server, with the key for it: a user's own (`api_key`, kept
+    out of repr so no log or traceback shows it) or a variable the operator allowed."""
 
     base_url: str
     env_name: str
     split: str = "train"
     api_key_env: str | None = None
+    api_key_value: str | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def parse(
-        cls, *, base_url: str, env_name: str, split: str, api_key_env: str | None
+        cls, *, base_url: str, env_name: str, split: str, api_key_env: str | None,
+        api_key: str | None = None,
     ) -> OrsTarget:
         parts = urlsplit((base_url or "").strip())
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -122,12 +125,17 @@ class OrsTarget:
             )
         if not split or not isinstance(split, str):
             raise ValueError("split must be a non-empty string")
-        if api_key_env is not None and not os.environ.get(api_key_env):
-            raise ValueError(f"environment variable {api_key_env} (the ORS API key) is not set")
+        if api_key is None and api_key_env is not None and not os.environ.get(api_key_env):
+            raise ValueError(
+                "no Open Reward API key for this run: store yours on your account page, or ask the "
+                f"operator to set {api_key_env} for the workers"
+            )
         # No trailing slash: the SDK builds its keep-alive URL as f"{base_url}/ping".
-        return cls(f"{parts.scheme}://{parts.netloc}", env_name, split, api_key_env)
+        return cls(f"{parts.scheme}://{parts.netloc}", env_name, split, api_key_env, api_key)
 
     def api_key(self) -> str | None:
+        if self.api_key_value is not None:
+            return self.api_key_value
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
     async def environment(self) -> Any:
@@ -169,9 +177,12 @@ async def _prompt_text(target: OrsTarget, index: int) -> str:
     session = (await target.environment()).session(split=target.split, index=index)
     await session.__aenter__()
     try:
-        return _blocks_text(await session.get_prompt())
+        return clip_tool_text(_blocks_text(await session.get_prompt()))  # the server's text: bounded
     finally:
         await session.__aexit__(None, None, None)
+
+
+MAX_LISTED_TASKS = 10_000
 
 
 async def _rows(
@@ -193,7 +204,9 @@ async def _rows(
             )
         chosen = list(indices)
     else:
-        chosen = list(range(total if num_tasks is None else min(num_tasks, total)))
+        # The server says how many tasks it has, and reading each opens a session: a run
+        # lists at most MAX_LISTED_TASKS (also the run config's cap on num_tasks and indices).
+        chosen = list(range(min(total if num_tasks is None else num_tasks, total, MAX_LISTED_TASKS)))
     limit = asyncio.Semaphore(8)
 
     async def one(index: int) -> str:
@@ -220,6 +233,7 @@ def ors_rows(
     num_tasks: int | None = None,
     indices: list[int] | None = None,
     api_key_env: str | None = None,
+    api_key: str | None = None,
 ) -> list[dict[str, Any]]:
     """Dataset rows for an ORS split: ``prompt`` (the task's prompt as one user message),
     ``task_index`` (what `reset` opens), ``split`` and ``env``.
@@ -234,7 +248,7 @@ def ors_rows(
     ):
         raise ValueError(f"num_tasks must be a positive integer, got {num_tasks!r}")
     target = OrsTarget.parse(
-        base_url=base_url, env_name=env_name, split=split, api_key_env=api_key_env
+        base_url=base_url, env_name=env_name, split=split, api_key_env=api_key_env, api_key=api_key
     )
     try:
         return target.run(_rows(target, num_tasks, indices), timeout=SETUP_TIMEOUT_S * 4)
@@ -259,11 +273,13 @@ def _setup_error(target: OrsTarget, exc: BaseException) -> Exception:
 def _served_environments(base_url: str) -> list[str] | None:
     """``GET /list_environments`` of a self-hosted ORS server (None if it does not answer)."""
     try:
-        with urllib.request.urlopen(f"{base_url}/list_environments", timeout=5) as response:
-            names = json.load(response)
+        url = netguard.check_outbound_url(f"{base_url}/list_environments")
+        # No redirect followed, no proxy, a capped body: the answer only names environments.
+        with netguard.opener().open(url, timeout=5) as response:
+            names = json.loads(netguard.read_capped(response))
     except (OSError, ValueError):
         return None
-    return [str(n) for n in names] if isinstance(names, list) else None
+    return [str(n)[:100] for n in names[:100]] if isinstance(names, list) else None
 
 
 # --- tool methods from JSON schemas ----------------------------------------------------
@@ -362,7 +378,7 @@ def _tool_method(spec: Any) -> Callable[..., str]:
 # --- the adapter -----------------------------------------------------------------------
 
 
-class OrsAdapter:
+class OrsAdapter(ClipsToolText):
     """One rollout's ORS session. Build subclasses with `ors_adapter_class`."""
 
     env_name: ClassVar[str] = ""  # a label (the run's name for the environment)
@@ -512,7 +528,8 @@ async def _describe(target: OrsTarget) -> tuple[list[str], list[Any], Any]:
 
 
 def ors_adapter_class(
-    *, base_url: str, env_name: str, split: str = "train", api_key_env: str | None = None
+    *, base_url: str, env_name: str, split: str = "train", api_key_env: str | None = None,
+    api_key: str | None = None,
 ) -> type[OrsAdapter]:
     """An `environment_factory` class for one ORS environment: one method per shared ORS tool.
 
@@ -521,7 +538,7 @@ def ors_adapter_class(
     naming the variable that holds the key). Asks the server for its splits and tools now.
     """
     target = OrsTarget.parse(
-        base_url=base_url, env_name=env_name, split=split, api_key_env=api_key_env
+        base_url=base_url, env_name=env_name, split=split, api_key_env=api_key_env, api_key=api_key
     )
     try:
         splits, tools, terminal = target.run(_describe(target))
