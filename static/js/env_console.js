@@ -17,7 +17,12 @@
   if (!root) return;
   var cfg = JSON.parse(document.getElementById("console-config").textContent);
 
-  var NO_RETRY_CODES = { 4401: "not logged in", 4404: "environment not found" };
+  var NO_RETRY_CODES = {
+    4401: "not logged in",
+    4403: "not allowed",
+    4404: "environment not found",
+    4429: "too many consoles open",
+  };
   var MAX_LOG_ENTRIES = 500;
 
   var state = { socket: null, retries: 0, stopped: false, ready: false, prompt: null };

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def echo_env(echo_url, owner):
     return Environment.objects.create(
-        name="echo", base_url=echo_url, capacity=64, metadata={"name": "echo"}, status="healthy"
+        owner=owner, name="echo", base_url=echo_url, capacity=64, metadata={"name": "echo"},
+        status="healthy",
     )
 
 
@@ -67,8 +68,9 @@ def test_unknown_environment(api, built_model):
     assert Run.objects.count() == 0
 
 
-def test_unhealthy_environment(api, built_model):
+def test_unhealthy_environment(api, owner, built_model):
     dead = Environment.objects.create(
+        owner=owner,
         name="dead",
         base_url=f"http://127.0.0.1:{free_port()}",
         metadata={"name": "echo"},
@@ -77,7 +79,10 @@ def test_unhealthy_environment(api, built_model):
     response = api.post("/api/runs/", config(dead.pk), format="json")
     assert response.status_code == 400
     [message] = response.json()["environments.0.environment"]
-    assert message.startswith("environment 'dead' is unhealthy: cannot connect to")
+    assert message == (
+        f"environment 'dead' is unhealthy: the server at {dead.base_url} could not be read as an "
+        "environment server (no answer, refused, timed out, redirected, too large or not JSON)"
+    )
     assert Run.objects.count() == 0
     dead.refresh_from_db()
     assert dead.status == "healthy"  # a rejected request changes no row
@@ -152,7 +157,7 @@ def test_accepted_config_creates_one_queued_run(
     ]
 
 
-def test_runs_are_private_to_their_owner(api, outsider_api, staff_api, owner):
+def test_runs_are_private_to_their_owner(api, outsider_api, staff_api, operator_api, owner):
     run = Run.objects.create(owner=owner, name="mine", config={}, model="demo:echo", max_steps=3)
     assert api.get(f"/api/runs/{run.pk}/").status_code == 200
     assert outsider_api.get(f"/api/runs/{run.pk}/").status_code == 404
@@ -160,9 +165,62 @@ def test_runs_are_private_to_their_owner(api, outsider_api, staff_api, owner):
     assert outsider_api.get(f"/api/runs/{run.pk}/rollouts/").status_code == 404
     assert outsider_api.post(f"/api/runs/{run.pk}/cancel/").status_code == 404
     assert outsider_api.get("/api/runs/").json() == []
-    assert staff_api.get(f"/api/runs/{run.pk}/").status_code == 200
+    # Staff status alone shows nothing: the permission runs.view_run does.
+    assert staff_api.get(f"/api/runs/{run.pk}/").status_code == 404
+    assert staff_api.post(f"/api/runs/{run.pk}/cancel/").status_code == 404
+    assert staff_api.post(f"/api/runs/{run.pk}/resume/").status_code == 404
+    assert staff_api.get("/api/runs/").json() == []
+    assert operator_api.get(f"/api/runs/{run.pk}/").status_code == 200
+    assert [r["id"] for r in operator_api.get("/api/runs/").json()] == [run.pk]
     run.refresh_from_db()
     assert run.status == "queued" and run.cancel_requested is False
+
+
+def test_seeing_a_run_is_not_changing_it(api, owner, django_user_model):
+    from tests.conftest import _token_client, grant
+
+    run = Run.objects.create(owner=owner, name="mine", config={}, model="demo:echo", max_steps=3)
+    viewer = grant(django_user_model.objects.create_user("viewer", is_staff=True), "runs.view_run")
+    viewer_api = _token_client(viewer)
+
+    assert viewer_api.get(f"/api/runs/{run.pk}/").status_code == 200
+    cancel = viewer_api.post(f"/api/runs/{run.pk}/cancel/")
+    resume = viewer_api.post(f"/api/runs/{run.pk}/resume/")
+
+    assert (cancel.status_code, resume.status_code) == (403, 403)
+    assert cancel.json() == {
+        "detail": "only the run's owner, or a user with the permission runs.change_run, may cancel or resume it"
+    }
+    run.refresh_from_db()
+    assert (run.status, run.cancel_requested) == ("queued", False)
+
+
+def test_operator_cancels_another_users_run(owner, operator_api):
+    run = Run.objects.create(owner=owner, name="mine", config={}, model="demo:echo", max_steps=3)
+
+    response = operator_api.post(f"/api/runs/{run.pk}/cancel/")
+
+    assert response.status_code == 200
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+
+
+def test_a_run_cannot_use_another_users_private_environment(outsider_api, echo_env, built_model):
+    response = outsider_api.post("/api/runs/", config(echo_env.pk), format="json")
+
+    assert response.status_code == 400
+    assert response.json() == {"environments.0.environment": [f"no environment with id {echo_env.pk}"]}
+    assert Run.objects.count() == 0
+
+
+def test_a_run_may_use_a_shared_environment(outsider_api, outsider, echo_env, built_model):
+    echo_env.shared = True
+    echo_env.save()
+
+    response = outsider_api.post("/api/runs/", config(echo_env.pk), format="json")
+
+    assert response.status_code == 201
+    assert list(Run.objects.values_list("owner__username", "environments")) == [("outsider", echo_env.pk)]
 
 
 def test_anonymous_is_refused(client):

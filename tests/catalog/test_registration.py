@@ -55,6 +55,13 @@ def plain_http_server() -> Iterator[str]:
     server.server_close()
 
 
+def unreadable(url: str) -> str:
+    return (
+        f"the server at {url} could not be read as an environment server "
+        "(no answer, refused, timed out, redirected, too large or not JSON)"
+    )
+
+
 def _register(api, **body):
     started = time.monotonic()
     response = api.post("/api/environments/", {"name": "candidate", **body}, format="json")
@@ -62,9 +69,10 @@ def _register(api, **body):
 
 
 def test_down_url_is_refused_quickly_and_writes_nothing(api):
-    response, elapsed = _register(api, base_url=f"http://127.0.0.1:{free_port()}")
+    down = f"http://127.0.0.1:{free_port()}"
+    response, elapsed = _register(api, base_url=down)
     assert response.status_code == 400
-    assert "cannot connect" in response.json()["base_url"][0]
+    assert response.json()["base_url"] == [unreadable(down)]
     assert elapsed < 10
     assert Environment.objects.count() == 0
 
@@ -72,7 +80,7 @@ def test_down_url_is_refused_quickly_and_writes_nothing(api):
 def test_slow_url_is_refused_within_ten_seconds(api, silent_server):
     response, elapsed = _register(api, base_url=silent_server)
     assert response.status_code == 400
-    assert response.json()["base_url"] == [f"{silent_server}/health did not answer within 3 s"]
+    assert response.json()["base_url"] == [unreadable(silent_server)]
     assert elapsed < 10
     assert Environment.objects.count() == 0
 
@@ -80,9 +88,7 @@ def test_slow_url_is_refused_within_ten_seconds(api, silent_server):
 def test_not_an_environment_is_refused(api, plain_http_server):
     response, elapsed = _register(api, base_url=plain_http_server)
     assert response.status_code == 400
-    message = response.json()["base_url"][0]
-    assert message.startswith("not an OpenEnv server (")
-    assert "nor an Open Reward Standard server (" in message
+    assert response.json()["base_url"] == [unreadable(plain_http_server)]
     assert elapsed < 10
     assert Environment.objects.count() == 0
 
@@ -98,7 +104,11 @@ def test_harbor_and_two_sources_are_refused(api, echo_url):
     assert Environment.objects.count() == 0
 
 
-def test_container_image_without_docker_says_so(api, monkeypatch):
+def test_container_image_without_docker_says_so(api, owner, monkeypatch, settings):
+    from tests.conftest import grant
+
+    grant(owner, "catalog.run_container")  # past the permission and registry checks
+    settings.ENVLAB_IMAGE_REGISTRIES = ["ghcr.io/example/"]
     monkeypatch.setenv("PATH", "/nonexistent")  # no docker CLI: this machine has no engine anyway
     response, _ = _register(api, image="ghcr.io/example/echo-env:latest")
     assert response.status_code == 400
@@ -106,13 +116,13 @@ def test_container_image_without_docker_says_so(api, monkeypatch):
     assert Environment.objects.count() == 0
 
 
-def test_ors_catalog_name_needs_a_set_key_variable(api, monkeypatch):
+def test_ors_catalog_checks_its_name_and_key_variable(api, monkeypatch):
     monkeypatch.delenv("ENVLAB_TEST_ORS_KEY", raising=False)
     response, _ = _register(api, ors_catalog="Acme/Echo", api_key_env="ENVLAB_TEST_ORS_KEY")
     assert response.status_code == 400
-    assert response.json()["api_key_env"][0].startswith(
-        "the variable ENVLAB_TEST_ORS_KEY is not set"
-    )
+    assert response.json()["api_key_env"] == [
+        "api_key_env must be one of the names this installation allows: OPENREWARD_API_KEY"
+    ]
     response, _ = _register(api, ors_catalog="not a name", api_key_env="lower")
     assert set(response.json()) == {"ors_catalog", "api_key_env"}
     assert Environment.objects.count() == 0
@@ -189,5 +199,5 @@ def test_recheck_marks_a_stopped_server_unhealthy(api):
         assert Environment.objects.get().status == "healthy"
     assert environments_recheck() == 1
     environment = Environment.objects.get()
-    assert environment.status == "unhealthy" and "cannot connect" in environment.last_error
+    assert (environment.status, environment.last_error) == ("unhealthy", unreadable(url))
     assert environment.tools[0]["name"] == "echo"  # what was known is kept

@@ -16,7 +16,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transa
 
 def test_console_shows_environment_text_as_text(browser, owner, web, echo_url):
     environment = Environment.objects.create(
-        name="echo", base_url=echo_url, capacity=64, metadata={"name": "echo"}, status="healthy"
+        owner=owner, name="echo", base_url=echo_url, capacity=64, metadata={"name": "echo"},
+        status="healthy",
     )
     evil = '<img src=x onerror="window.__xss=1">'
 

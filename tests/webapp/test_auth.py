@@ -137,6 +137,27 @@ def test_the_token_endpoint_is_throttled_per_address(settings):
     assert codes == [400, 400, 400, 429]
 
 
+@pytest.mark.django_db
+def test_the_pages_share_the_apis_rates(client, owner, settings):
+    from django.core.cache import cache
+
+    from webapp.catalog.models import Environment
+
+    cache.clear()
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "register": "1/min"},
+    }
+    client.force_login(owner)
+    first = client.post("/environments/", {"name": "x", "base_url": "http://169.254.169.254"})
+    assert first.status_code == 200  # the form again, with the refusal
+    second = client.post("/environments/", {"name": "y", "base_url": "http://169.254.169.254"})
+    assert second.status_code == 429
+    assert "Too many requests" in second.content.decode()
+    assert client.get("/environments/").status_code == 200  # reading the page is not throttled
+    assert Environment.objects.count() == 0
+
+
 # --- the settings make run and production use ----------------------------------------------
 
 

@@ -23,6 +23,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
+from tests.conftest import grant
 from tests.envs.servers import is_healthy
 from webapp.catalog import bundled
 from webapp.catalog.bundled import (
@@ -183,12 +184,12 @@ def test_register_creates_a_healthy_entry_then_refreshes_it_in_place() -> None:
     assert environment.base_url == server.url
     assert [tool["name"] for tool in environment.tools] == ["echo"]
     assert environment.capacity == 2
-    assert environment.owner == owner
+    assert (environment.owner, environment.shared) == (owner, True)  # every user's to use
     assert environment.metadata["bundled"] == "echo"
     assert environment.metadata["capacity_source"] == "declared"
 
     Environment.objects.filter(pk=environment.pk).update(
-        base_url="http://127.0.0.1:9", status="unhealthy", last_error="old"
+        base_url="http://127.0.0.1:9", status="unhealthy", last_error="old", shared=False
     )
     (refreshed,) = bundled_register(key="echo", owner=None)
 
@@ -199,7 +200,7 @@ def test_register_creates_a_healthy_entry_then_refreshes_it_in_place() -> None:
         "",
     )
     assert refreshed.metadata["bundled"] == "echo"
-    assert Environment.objects.count() == 1
+    assert Environment.objects.get().shared is True
 
 
 def test_register_refuses_a_server_that_is_not_running() -> None:
@@ -217,8 +218,12 @@ def test_envlab_setup_starts_each_server_reports_failures_and_stops_them(
 
     echo = BundledServer.objects.get(key="echo")
     broken = BundledServer.objects.get(key="broken")
+    demo = User.objects.get(username="demo")
+    password = (var_dir / "demo-login").read_text()
+    assert demo.check_password(password) and password != "demo"
     assert out.getvalue().splitlines() == [
-        f"echo: {echo.url} capacity 64 (pid {echo.pid}); catalog: 'echo' healthy"
+        f"login: demo / {password}  (kept in {var_dir / 'demo-login'})",
+        f"echo: {echo.url} capacity 64 (pid {echo.pid}); catalog: 'echo' healthy",
     ]
     assert err.getvalue().splitlines() == [
         f"broken: FAILED to start: broken exited with code 1 before answering /health; see "
@@ -240,9 +245,42 @@ def test_envlab_setup_starts_each_server_reports_failures_and_stops_them(
 
 @pytest.fixture
 def user_client() -> Client:
+    """A user given the permissions to start and stop bundled servers and to change any
+    environment (their entries have no owner, or the one who started them)."""
+    user = grant(
+        User.objects.create_user("someone", password="pw-someone-123"),
+        "catalog.change_bundledserver",
+        "catalog.change_environment",
+    )
     client = Client()
-    client.force_login(User.objects.create_user("someone", password="pw-someone-123"))
+    client.force_login(user)
     return client
+
+
+@pytest.mark.parametrize("is_staff", [False, True])
+def test_without_the_permission_the_page_offers_no_start_or_stop_and_refuses_both(
+    is_staff: bool,
+) -> None:
+    client = Client()
+    client.force_login(User.objects.create_user("plain", password="pw-plain-123", is_staff=is_staff))
+    BundledServer.objects.create(key="wordle", port=8102, status="running", desired="running")
+
+    content = client.get(reverse("environment-list")).content.decode()
+    start = client.post(reverse("bundled-start", args=["echo"]), {"capacity": "2"})
+    stop = client.post(reverse("bundled-stop", args=["wordle"]))
+
+    assert 'class="bundled-start-form"' not in content and 'class="bundled-stop-form"' not in content
+    assert content.count('class="muted bundled-no-permission"') == len(BUNDLED)
+    reason = (
+        '<p id="forbidden-reason">starting and stopping bundled servers needs the permission '
+        "catalog.change_bundledserver: every user&#x27;s runs depend on them</p>"
+    )
+    for response in (start, stop):
+        assert response.status_code == 403
+        assert reason in response.content.decode()
+    assert list(BundledServer.objects.values_list("key", "status", "desired")) == [
+        ("wordle", "running", "running")
+    ]
 
 
 def test_catalog_page_lists_every_bundled_server_escaping_errors(user_client: Client) -> None:
@@ -288,10 +326,11 @@ def test_start_and_stop_from_the_page(user_client: Client) -> None:
     assert started.redirect_chain == [(reverse("environment-list"), 302)]
     assert (server.status, server.capacity) == ("running", 2)
     assert is_healthy(server.url)
-    assert (environment.status, environment.capacity, environment.base_url) == (
+    assert (environment.status, environment.capacity, environment.base_url, environment.shared) == (
         "healthy",
         2,
         server.url,
+        True,
     )
     assert (
         html.escape(f"echo runs at {server.url}, capacity 2; catalog: 'echo' (healthy).")
@@ -384,6 +423,29 @@ def test_admin_actions_start_and_stop(broken_spec: BundledSpec) -> None:
     assert "Stopped wordle." in stopped.content.decode()
     assert (wordle.status, wordle.desired, wordle.pid) == ("stopped", "stopped", None)
     assert client.get("/admin/catalog/bundledserver/add/").status_code == 403
+
+
+def test_admin_actions_need_the_change_permission() -> None:
+    viewer = grant(
+        User.objects.create_user("viewer", password="pw-viewer-123", is_staff=True),
+        "catalog.view_bundledserver",
+    )
+    client = Client()
+    client.force_login(viewer)
+    wordle = BundledServer.objects.create(key="wordle", desired="running", status="failed", port=8102)
+
+    listing = client.get("/admin/catalog/bundledserver/")
+    response = client.post(
+        "/admin/catalog/bundledserver/",
+        {"action": "stop_selected", "_selected_action": [wordle.pk]},
+    )
+
+    assert listing.status_code == 200
+    assert 'value="stop_selected"' not in listing.content.decode()
+    assert 'value="start_selected"' not in listing.content.decode()
+    assert response.status_code == 200  # the list again: no such action for this user
+    wordle.refresh_from_db()
+    assert (wordle.status, wordle.desired) == ("failed", "running")
 
 
 # --- the beat task ----------------------------------------------------------------------------

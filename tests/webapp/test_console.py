@@ -10,26 +10,28 @@ project's until webapp/urls.py includes it (the duplicate is harmless after that
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import math
 import re
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any, Literal
-from unittest import mock
-from urllib.parse import urlparse
 
 import pytest
 from asgiref.sync import async_to_sync
-from asgiref.testing import ApplicationCommunicator
 from channels.auth import AuthMiddlewareStack
+from channels.db import database_sync_to_async
 from channels.routing import URLRouter
 from channels.security.websocket import AllowedHostsOriginValidator
 from django.conf import settings
 from django.test import Client
 from django.urls import include, path
+from django.utils import timezone
 
 from tests.envs.servers import free_port, run_env_server
+from tests.support.websocket import WebsocketCommunicator, signed_in_headers
 from webapp.catalog.console import (
     ConsoleRejected,
     RateLimiter,
@@ -40,7 +42,7 @@ from webapp.catalog.console import (
     console_tools,
 )
 from webapp.catalog.consumers import EnvironmentConsoleConsumer
-from webapp.catalog.models import Environment
+from webapp.catalog.models import ConsoleConnection, Environment
 from webapp.catalog.routing import websocket_urlpatterns
 from webapp.catalog.services import environment_register
 
@@ -66,57 +68,6 @@ db = pytest.mark.django_db(transaction=True)
 
 
 # --- fixtures and helpers --------------------------------------------------------------------
-
-
-class WebsocketCommunicator(ApplicationCommunicator):
-    """channels.testing.WebsocketCommunicator, reduced to what these tests use.
-
-    channels.testing cannot be imported here: its __init__ imports daphne (for
-    ChannelsLiveServerTestCase), which this project does not install. Like Channels' own,
-    it keeps the consumer from closing the test's database connection between messages.
-    """
-
-    def __init__(self, application: Any, path: str, headers: list[tuple[bytes, bytes]]) -> None:
-        parsed = urlparse(path)
-        scope = {
-            "type": "websocket",
-            "path": parsed.path,
-            "query_string": parsed.query.encode(),
-            "headers": headers,
-            "subprotocols": [],
-        }
-        super().__init__(application, scope)
-
-    async def send_input(self, message: dict[str, Any]) -> None:
-        with mock.patch("channels.db.close_old_connections", lambda: None):
-            await super().send_input(message)
-
-    async def receive_output(self, timeout: float = 1) -> Any:
-        with mock.patch("channels.db.close_old_connections", lambda: None):
-            return await super().receive_output(timeout)
-
-    async def connect(self, timeout: float = 1) -> tuple[bool, Any]:
-        await self.send_input({"type": "websocket.connect"})
-        response = await self.receive_output(timeout)
-        if response["type"] == "websocket.close":
-            return False, response.get("code", 1000)
-        assert response["type"] == "websocket.accept"
-        return True, response.get("subprotocol")
-
-    async def send_to(self, text_data: str) -> None:
-        await self.send_input({"type": "websocket.receive", "text": text_data})
-
-    async def send_json_to(self, data: Any) -> None:
-        await self.send_to(json.dumps(data))
-
-    async def receive_json_from(self, timeout: float = 1) -> Any:
-        response = await self.receive_output(timeout)
-        assert response["type"] == "websocket.send", response
-        return json.loads(response["text"])
-
-    async def disconnect(self, code: int = 1000, timeout: float = 10) -> None:
-        await self.send_input({"type": "websocket.disconnect", "code": code})
-        await self.wait(timeout)
 
 
 @pytest.fixture
@@ -206,9 +157,9 @@ def test_unknown_environment_is_closed_with_4404(echo_env, owner):
 
 
 @db
-@pytest.mark.parametrize("persona", ["owner", "outsider"])
-def test_any_signed_in_user_gets_the_tools(request, echo_env, persona):
-    """The catalog is shared (every signed-in user lists and trains on every environment)."""
+@pytest.mark.parametrize("persona", ["owner", "operator"])
+def test_the_owner_and_an_operator_get_the_tools(request, echo_env, persona):
+    """The owner, and a user with catalog.change_environment, drive an environment."""
     headers = _headers(request.getfixturevalue(persona))
 
     async def scenario():
@@ -224,6 +175,193 @@ def test_any_signed_in_user_gets_the_tools(request, echo_env, persona):
         {"type": "tools", "tools": [ECHO_TOOL]},
     ]
     assert again == {"type": "tools", "tools": [ECHO_TOOL]}
+
+
+REFUSAL = (
+    "'{name}' is owned by 'owner': only its owner, or a user with the permission "
+    "catalog.change_environment, may probe it, measure it, open its console or change it"
+)
+
+
+@pytest.fixture
+def shared_env(echo_url, owner) -> Environment:
+    return Environment.objects.create(
+        owner=owner, name="shared-echo", base_url=echo_url, metadata={"name": "echo"}, shared=True
+    )
+
+
+async def _closing(communicator: WebsocketCommunicator) -> list[Any]:
+    """Connect and read what comes until the socket is closed (an accepted, refused socket)."""
+    connected, _ = await communicator.connect(timeout=5)
+    assert connected
+    frames: list[Any] = []
+    while True:
+        frame = await communicator.receive_output(timeout=5)
+        frames.append(json.loads(frame["text"]) if frame["type"] == "websocket.send" else frame)
+        if frame["type"] == "websocket.close":
+            break
+    await communicator.disconnect()
+    return frames
+
+
+@db
+@pytest.mark.parametrize("persona", ["outsider", "staff"])
+def test_others_are_closed_with_4404_or_4403_and_hold_no_slot(
+    request, echo_env, shared_env, persona
+):
+    """Staff status alone gives nothing: catalog.change_environment does."""
+    headers = _headers(request.getfixturevalue(persona))
+
+    async def scenario():
+        hidden = await _closing(_console(echo_env.pk, headers))
+        seen = await _closing(_console(shared_env.pk, headers))
+        return hidden, seen
+
+    hidden, seen = _sync(scenario)
+    assert hidden == [{"type": "websocket.close", "code": 4404}]  # as if it did not exist
+    assert seen == [
+        {"type": "error", "message": REFUSAL.format(name="shared-echo")},
+        {"type": "websocket.close", "code": 4403},
+    ]
+    assert ConsoleConnection.objects.count() == 0
+
+
+@db
+def test_a_user_holds_at_most_the_configured_number_of_consoles(echo_env, owner, settings):
+    settings.ENVLAB_CONSOLE_MAX_SOCKETS = 2
+    headers = _headers(owner)
+
+    async def scenario():
+        first, second = _console(echo_env.pk, headers), _console(echo_env.pk, headers)
+        await _open(first)
+        await _open(second)
+        held = await database_sync_to_async(ConsoleConnection.objects.count)()
+        third = await _closing(_console(echo_env.pk, headers))
+        await first.disconnect()
+        after_close = _console(echo_env.pk, headers)
+        greeting = await _open(after_close)
+        await second.disconnect()
+        await after_close.disconnect()
+        return held, third, greeting
+
+    held, third, greeting = _sync(scenario)
+    assert held == 2
+    assert third == [
+        {
+            "type": "error",
+            "message": "you have 2 console(s) open already, the most one user may: close one "
+            "(each holds one of an environment server's sessions)",
+        },
+        {"type": "websocket.close", "code": 4429},
+    ]
+    assert greeting[1] == {"type": "tools", "tools": [ECHO_TOOL]}
+    assert ConsoleConnection.objects.count() == 0  # every slot given back on disconnect
+
+
+@db
+def test_slots_count_across_processes_and_expire(echo_env, owner, settings):
+    """Rows of another web process count; rows of one that died (expired) do not."""
+    settings.ENVLAB_CONSOLE_MAX_SOCKETS = 1
+    headers = _headers(owner)
+    elsewhere = ConsoleConnection.objects.create(
+        user=owner, environment=echo_env, expires_at=timezone.now() + timedelta(seconds=60)
+    )
+
+    async def scenario():
+        refused = await _closing(_console(echo_env.pk, headers))
+        await database_sync_to_async(
+            ConsoleConnection.objects.filter(pk=elsewhere.pk).update
+        )(expires_at=timezone.now() - timedelta(seconds=1))
+        communicator = _console(echo_env.pk, headers)
+        greeting = await _open(communicator)
+        rows = await database_sync_to_async(
+            lambda: list(ConsoleConnection.objects.values_list("pk", flat=True))
+        )()
+        await communicator.disconnect()
+        return refused, greeting, rows
+
+    refused, greeting, rows = _sync(scenario)
+    assert refused[-1] == {"type": "websocket.close", "code": 4429}
+    assert greeting[1]["type"] == "tools"
+    assert elsewhere.pk not in rows and len(rows) == 1  # the expired row was cleared
+
+
+def _log_out(client: Client) -> None:
+    assert client.post("/logout/").status_code == 302
+
+
+def _deactivate(user: Any) -> None:
+    type(user).objects.filter(pk=user.pk).update(is_active=False)
+
+
+def _revoke_permissions(user: Any) -> None:
+    user.user_permissions.clear()
+
+
+@db
+@pytest.mark.parametrize(
+    ("persona", "lose_access", "code", "message"),
+    [
+        ("owner", "log_out", 4401, "you were signed out: sign in again to use the console"),
+        ("owner", "deactivate", 4401, "you were signed out: sign in again to use the console"),
+        ("operator", "revoke", 4404, None),
+    ],
+)
+def test_losing_access_closes_an_open_console_at_the_next_message(
+    request, echo_env, persona, lose_access, code, message
+):
+    user = request.getfixturevalue(persona)
+    headers, client = signed_in_headers(user)
+    lose = {
+        "log_out": lambda: _log_out(client),
+        "deactivate": lambda: _deactivate(user),
+        "revoke": lambda: _revoke_permissions(user),
+    }[lose_access]
+
+    async def scenario():
+        communicator = _console(echo_env.pk, headers)
+        await _open(communicator)
+        before = await _ask(communicator, {"type": "ping"})
+        await database_sync_to_async(lose)()
+        await communicator.send_json_to({"type": "ping"})
+        frames = []
+        while True:
+            frame = await communicator.receive_output(timeout=5)
+            frames.append(json.loads(frame["text"]) if frame["type"] == "websocket.send" else frame)
+            if frame["type"] == "websocket.close":
+                break
+        await communicator.disconnect()
+        return before, frames
+
+    before, frames = _sync(scenario)
+    assert before == {"type": "pong"}
+    expected = [{"type": "websocket.close", "code": code}]
+    if message:
+        expected.insert(0, {"type": "error", "message": message})
+    assert frames == expected
+    assert ConsoleConnection.objects.count() == 0
+
+
+@db
+def test_an_idle_console_is_closed_when_its_user_logs_out(echo_env, owner):
+    class Watchful(EnvironmentConsoleConsumer):
+        recheck_seconds = 0.2
+
+    headers, client = signed_in_headers(owner)
+
+    async def scenario():
+        communicator = _console(echo_env.pk, headers, _router(Watchful))
+        await _open(communicator)
+        await database_sync_to_async(_log_out)(client)
+        error = await communicator.receive_json_from(timeout=5)
+        closed = await communicator.receive_output(timeout=5)
+        await communicator.disconnect()
+        return error, closed
+
+    error, closed = _sync(scenario)
+    assert error == {"type": "error", "message": "you were signed out: sign in again to use the console"}
+    assert closed == {"type": "websocket.close", "code": 4401}
+    assert ConsoleConnection.objects.count() == 0
 
 
 # --- an episode -------------------------------------------------------------------------------
@@ -335,6 +473,7 @@ def test_refused_messages_leave_the_episode_untouched(echo_env, owner):
 @db
 def test_unreachable_server_is_an_error_message(owner):
     dead = Environment.objects.create(
+        owner=owner,
         name="dead",
         base_url=f"http://127.0.0.1:{free_port()}",
         metadata={"name": "echo"},
@@ -426,14 +565,14 @@ def single_session_env(owner) -> Iterator[Environment]:
 
 
 @db
-def test_disconnect_gives_the_session_back(single_session_env, owner, outsider):
+def test_disconnect_gives_the_session_back(single_session_env, owner, operator):
     env = single_session_env
 
     owner_headers = _headers(owner)
-    outsider_headers = _headers(outsider)
+    operator_headers = _headers(operator)
 
     async def scenario():
-        first, second = _console(env.pk, owner_headers), _console(env.pk, outsider_headers)
+        first, second = _console(env.pk, owner_headers), _console(env.pk, operator_headers)
         await _open(first)
         await _open(second)
         held = await _ask(first, {"type": "reset", "seed": 1, "row": {}})
@@ -486,7 +625,10 @@ def test_a_flood_is_refused_past_twenty_a_second(echo_env, owner):
 @pytest.mark.urls(__name__)
 def test_console_page(client, owner):
     environment = Environment.objects.create(
-        name="<script>alert(1)</script>", base_url="http://127.0.0.1:9", metadata={"name": "echo"}
+        owner=owner,
+        name="<script>alert(1)</script>",
+        base_url="http://127.0.0.1:9",
+        metadata={"name": "echo"},
     )
     url = f"/environments/{environment.pk}/console/"
 
@@ -510,6 +652,31 @@ def test_console_page(client, owner):
     assert script is not None and json.loads(script.group(1)) == config
     assert "js/env_console.js" in body
     assert missing.status_code == 404
+
+
+@db
+@pytest.mark.urls(__name__)
+def test_console_page_is_the_owners_and_the_operators(owner, outsider, staff, operator):
+    private = Environment.objects.create(owner=owner, name="private", base_url="http://127.0.0.1:9")
+    shared = Environment.objects.create(
+        owner=owner, name="shared", base_url="http://127.0.0.1:9", shared=True
+    )
+
+    def status(user: Any, environment: Environment) -> tuple[int, str]:
+        client = Client()
+        client.force_login(user)
+        response = client.get(f"/environments/{environment.pk}/console/")
+        reason = re.search(r'<p id="forbidden-reason">(.*?)</p>', response.content.decode())
+        return response.status_code, reason.group(1) if reason else ""
+
+    refusal = html.escape(REFUSAL.format(name="shared"))
+    assert status(owner, private) == (200, "")
+    assert status(operator, private) == (200, "")
+    assert status(outsider, private) == (404, "")
+    assert status(staff, private) == (404, "")
+    assert status(outsider, shared) == (403, refusal)
+    assert status(staff, shared) == (403, refusal)
+    assert status(owner, shared) == (200, "")
 
 
 # --- the pure parts ---------------------------------------------------------------------------

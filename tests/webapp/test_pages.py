@@ -21,6 +21,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from tests.conftest import grant
 from tests.envs.servers import free_port
 from webapp.catalog.models import Environment
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
@@ -58,6 +59,12 @@ def outsider() -> User:
 @pytest.fixture
 def staff() -> User:
     return User.objects.create_user("staff", password="pw-staff-123", is_staff=True)
+
+
+def _client(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
 
 
 @pytest.fixture
@@ -224,8 +231,9 @@ def test_demo_with_echo_environment_but_no_model_reports_the_model_only(
             "model: demo model 'demo:echo' is not built; run `python manage.py build_demo_model echo`"
         ),
         html.escape(
-            "environments.0.environment: environment 'echo' is unhealthy: cannot connect to "
-            "http://127.0.0.1:9/health: is the server running?"
+            "environments.0.environment: environment 'echo' is unhealthy: the server at "
+            "http://127.0.0.1:9 could not be read as an environment server (no answer, refused, "
+            "timed out, redirected, too large or not JSON)"
         ),
     ]
     assert Run.objects.count() == 0
@@ -440,6 +448,7 @@ def test_register_form_offers_every_argument_of_the_service(owner_client: Client
         "api_key_env",
         "capacity",
         "measure_capacity",
+        "shared",
     ]:
         assert f'id="field-{name}"' in content, name
     assert '<option value="" selected>detect</option>' in field_block(content, "field-kind")
@@ -466,7 +475,7 @@ def test_register_form_maps_errors_of_the_new_fields_and_stores_nothing(
     assert "not a container image reference like &#x27;registry/name:tag&#x27;" in field_block(
         content, "field-image"
     )
-    assert "the name of an environment variable, like OPENREWARD_API_KEY" in field_block(
+    assert "api_key_env is accepted only with ors_catalog (the Open Reward catalog)" in field_block(
         content, "field-api_key_env"
     )
     assert Environment.objects.count() == 0
@@ -480,7 +489,8 @@ def test_register_form_reports_an_unreachable_server(owner_client: Client) -> No
     )
 
     assert html.escape(
-        f"cannot connect to http://127.0.0.1:{port}/health: is the server running?"
+        f"the server at http://127.0.0.1:{port} could not be read as an environment server "
+        "(no answer, refused, timed out, redirected, too large or not JSON)"
     ) in (field_block(response.content.decode(), "field-base_url"))
     assert Environment.objects.count() == 0
 
@@ -577,10 +587,144 @@ def test_probe_now_stores_what_the_server_says(owner_client: Client, echo_env: E
     assert echo_env.status == Environment.Status.UNHEALTHY
     assert (
         echo_env.last_error
-        == f"cannot connect to http://127.0.0.1:{port}/health: is the server running?"
+        == f"the server at http://127.0.0.1:{port} could not be read as an environment server "
+        "(no answer, refused, timed out, redirected, too large or not JSON)"
     )
     assert html.escape(f"'echo' is unhealthy: {echo_env.last_error}") in response.content.decode()
     assert owner_client.get(reverse("environment-probe", args=[echo_env.pk])).status_code == 405
+
+
+# --- who may see and act on an environment -----------------------------------------------------
+
+REFUSAL = html.escape(
+    "'shared' is owned by 'owner': only its owner, or a user with the permission "
+    "catalog.change_environment, may probe it, measure it, open its console or change it"
+)
+
+
+@pytest.fixture
+def shared_env(owner: User) -> Environment:
+    return Environment.objects.create(
+        owner=owner, name="shared", base_url="http://127.0.0.1:9", shared=True, capacity=4
+    )
+
+
+def _listed(client: Client) -> list[str]:
+    content = client.get(reverse("environment-list")).content.decode()
+    return re.findall(r'<tr class="environment-row" data-environment-id="\d+">\s*<td><a [^>]*>(.*?)</a>', content)
+
+
+def _forbidden_reason(response: Any) -> str:
+    found = re.search(r'<p id="forbidden-reason">(.*?)</p>', response.content.decode())
+    return found.group(1) if found else ""
+
+
+def test_environment_list_shows_own_shared_or_all_with_the_permission(
+    owner_client: Client,
+    outsider_client: Client,
+    staff: User,
+    operator: User,
+    echo_env: Environment,
+    shared_env: Environment,
+) -> None:
+    assert _listed(owner_client) == ["echo", "shared"]
+    assert _listed(outsider_client) == ["shared"]
+    assert _listed(_client(staff)) == ["shared"]
+    assert _listed(_client(operator)) == ["echo", "shared"]
+
+
+def test_environment_detail_hides_or_refuses_controls_by_persona(
+    owner_client: Client,
+    outsider_client: Client,
+    staff: User,
+    operator: User,
+    echo_env: Environment,
+    shared_env: Environment,
+) -> None:
+    def detail(client: Client, environment: Environment) -> tuple[int, bool]:
+        response = client.get(reverse("environment-detail", args=[environment.pk]))
+        return response.status_code, 'id="probe-form"' in response.content.decode()
+
+    assert detail(owner_client, echo_env) == (200, True)
+    assert detail(_client(operator), echo_env) == (200, True)
+    assert detail(outsider_client, echo_env) == (404, False)
+    assert detail(_client(staff), echo_env) == (404, False)
+    assert detail(outsider_client, shared_env) == (200, False)
+    assert detail(_client(staff), shared_env) == (200, False)
+    content = outsider_client.get(reverse("environment-detail", args=[shared_env.pk])).content.decode()
+    assert '<dd id="environment-shared">yes: every user sees it and may train on it</dd>' in content
+    assert 'id="no-control"' in content and 'id="share-form"' not in content
+
+
+@pytest.mark.parametrize(
+    "action", ["environment-probe", "environment-measure-capacity", "environment-share", "environment-container-stop"]
+)
+def test_environment_actions_are_404_or_403_for_others_and_change_nothing(
+    outsider_client: Client, staff: User, echo_env: Environment, shared_env: Environment, action: str
+) -> None:
+    def row(environment: Environment) -> tuple[Any, ...]:
+        environment.refresh_from_db()
+        return (environment.status, environment.checked_at, environment.capacity, environment.shared)
+
+    before = (row(echo_env), row(shared_env))
+    for client in (outsider_client, _client(staff)):
+        hidden = client.post(reverse(action, args=[echo_env.pk]), {"shared": "0"})
+        seen = client.post(reverse(action, args=[shared_env.pk]), {"shared": "0"})
+
+        assert hidden.status_code == 404
+        assert (seen.status_code, _forbidden_reason(seen)) == (403, REFUSAL)
+    assert (row(echo_env), row(shared_env)) == before
+
+
+def test_operator_probes_another_users_environment(operator: User, echo_env: Environment) -> None:
+    response = _client(operator).post(reverse("environment-probe", args=[echo_env.pk]))
+
+    assert response.status_code == 302
+    echo_env.refresh_from_db()
+    assert echo_env.status == Environment.Status.UNHEALTHY  # nothing listens on port 9
+
+
+def test_owner_shares_and_unshares_an_environment(
+    owner_client: Client, outsider_client: Client, echo_env: Environment
+) -> None:
+    url = reverse("environment-share", args=[echo_env.pk])
+
+    shared = owner_client.post(url, {"shared": "1"}, follow=True)
+    seen = outsider_client.get(reverse("environment-detail", args=[echo_env.pk])).status_code
+    private = owner_client.post(url, {"shared": "0"}, follow=True)
+
+    assert html.escape("'echo' is shared: every user sees it and may train on it.") in shared.content.decode()
+    assert seen == 200
+    assert html.escape("'echo' is private again.") in private.content.decode()
+    echo_env.refresh_from_db()
+    assert echo_env.shared is False
+    assert outsider_client.get(reverse("environment-detail", args=[echo_env.pk])).status_code == 404
+    assert owner_client.get(url).status_code == 405
+
+
+def test_stop_container_without_one_says_so(owner_client: Client, echo_env: Environment) -> None:
+    response = owner_client.post(reverse("environment-container-stop", args=[echo_env.pk]), follow=True)
+
+    assert (
+        html.escape("Cannot stop the container of 'echo': 'echo' has no container started here")
+        in response.content.decode()
+    )
+
+
+def test_run_form_offers_only_visible_environments(
+    outsider_client: Client, echo_env: Environment, shared_env: Environment
+) -> None:
+    content = outsider_client.get(reverse("run-new")).content.decode()
+
+    options = re.findall(r'<option value="(\d+)"', field_block(content, "field-environment"))
+    assert options == [str(shared_env.pk)]
+
+
+def test_demo_does_not_use_another_users_private_echo(outsider_client: Client, echo_env: Environment) -> None:
+    response = outsider_client.post(reverse("run-demo"))
+
+    assert "no environment named &#x27;echo&#x27; is registered" in response.content.decode()
+    assert Run.objects.count() == 0
 
 
 # --- the run page -----------------------------------------------------------------------------
@@ -719,18 +863,37 @@ def test_run_page_embeds_chart_and_live_json_safely(
     assert live["eta_seconds"] == pytest.approx(live["elapsed_seconds"] / 2 * 28)
 
 
-def test_another_users_run_is_not_found_but_staff_see_it(
-    outsider_client: Client, recorded_run: Run, staff: User
+def test_another_users_run_is_not_found_even_by_staff_without_the_permission(
+    outsider_client: Client, recorded_run: Run, staff: User, operator: User
 ) -> None:
-    assert outsider_client.get(reverse("run-detail", args=[recorded_run.pk])).status_code == 404
-    assert outsider_client.post(reverse("run-cancel", args=[recorded_run.pk])).status_code == 404
-    assert outsider_client.post(reverse("run-resume", args=[recorded_run.pk])).status_code == 404
+    staff_client = _client(staff)
+    for client in (outsider_client, staff_client):
+        assert client.get(reverse("run-detail", args=[recorded_run.pk])).status_code == 404
+        assert client.post(reverse("run-cancel", args=[recorded_run.pk])).status_code == 404
+        assert client.post(reverse("run-resume", args=[recorded_run.pk])).status_code == 404
     recorded_run.refresh_from_db()
     assert (recorded_run.status, recorded_run.cancel_requested) == (Run.Status.RUNNING, False)
 
-    staff_client = Client()
-    staff_client.force_login(staff)
-    assert staff_client.get(reverse("run-detail", args=[recorded_run.pk])).status_code == 200
+    assert _client(operator).get(reverse("run-detail", args=[recorded_run.pk])).status_code == 200
+
+
+def test_a_viewer_sees_a_run_but_may_not_cancel_it(recorded_run: Run) -> None:
+    viewer = grant(User.objects.create_user("viewer", is_staff=True), "runs.view_run")
+    client = _client(viewer)
+
+    page = client.get(reverse("run-detail", args=[recorded_run.pk]))
+    cancel = client.post(reverse("run-cancel", args=[recorded_run.pk]))
+    resume = client.post(reverse("run-resume", args=[recorded_run.pk]))
+
+    assert page.status_code == 200
+    assert 'id="cancel-form"' not in page.content.decode()
+    assert (cancel.status_code, resume.status_code) == (403, 403)
+    assert (
+        '<p id="forbidden-reason">only the run&#x27;s owner, or a user with the permission '
+        "runs.change_run, may cancel or resume it</p>"
+    ) in cancel.content.decode()
+    recorded_run.refresh_from_db()
+    assert (recorded_run.status, recorded_run.cancel_requested) == (Run.Status.RUNNING, False)
 
 
 def test_run_page_marks_a_run_with_a_stale_heartbeat_interrupted(
@@ -908,3 +1071,30 @@ def test_admin_action_cancels_selected_runs(
     assert queued.status == Run.Status.CANCELLED
     assert (recorded_run.status, recorded_run.cancel_requested) == (Run.Status.RUNNING, True)
     assert (finished.status, finished.cancel_requested) == (Run.Status.SUCCEEDED, False)
+
+
+def test_admin_actions_need_the_change_permission(
+    owner: User, recorded_run: Run, echo_env: Environment
+) -> None:
+    viewer = grant(
+        User.objects.create_user("viewer", password="pw-viewer-123", is_staff=True),
+        "runs.view_run",
+        "catalog.view_environment",
+    )
+    client = _client(viewer)
+    queued = make_run(owner, name="queued")
+
+    runs = client.get("/admin/runs/run/")
+    environments = client.get("/admin/catalog/environment/")
+    cancel = client.post("/admin/runs/run/", {"action": "cancel_selected", "_selected_action": [queued.pk]})
+    probe = client.post(
+        "/admin/catalog/environment/", {"action": "probe_selected", "_selected_action": [echo_env.pk]}
+    )
+
+    assert (runs.status_code, environments.status_code, cancel.status_code, probe.status_code) == (200,) * 4
+    assert 'value="cancel_selected"' not in runs.content.decode()
+    assert 'value="probe_selected"' not in environments.content.decode()
+    assert 'value="stop_containers"' not in environments.content.decode()
+    queued.refresh_from_db()
+    echo_env.refresh_from_db()
+    assert (queued.status, echo_env.status) == (Run.Status.QUEUED, Environment.Status.HEALTHY)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from webapp.catalog.models import Environment
@@ -29,20 +30,33 @@ class EnvironmentIn(serializers.Serializer):
     )
     api_key_env = serializers.CharField(
         max_length=100, required=False, allow_blank=True, default="",
-        help_text="Name of the environment variable that holds the API key (the key is never stored).",
+        help_text=(
+            "With an ORS catalog name only: an allowed variable holding the installation's key "
+            "(OPENREWARD_API_KEY by default). Or leave it empty and store your own key on your account page."
+        ),
     )
     capacity = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=100_000)
     measure_capacity = serializers.BooleanField(
         required=False, default=False, help_text="Measure capacity by opening sessions until CAPACITY_REACHED."
     )
+    shared = serializers.BooleanField(
+        required=False, default=False,
+        help_text="Every user sees it and may train on it; only its owner (and administrators) change it.",
+    )
+
+
+class EnvironmentChangeIn(serializers.Serializer):
+    shared = serializers.BooleanField(required=False, help_text="Share with every user, or make private.")
 
 
 class EnvironmentOut(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username", default=None)
+
     class Meta:
         model = Environment
         fields = [
             "id", "name", "kind", "base_url", "status", "tools", "capacity", "metadata",
-            "last_error", "checked_at", "created_at",
+            "last_error", "checked_at", "created_at", "owner", "shared",
         ]
 
 
@@ -71,11 +85,18 @@ class RolloutOut(serializers.ModelSerializer):
 
 
 class WorkerOut(serializers.ModelSerializer):
-    current_run = serializers.PrimaryKeyRelatedField(read_only=True)
+    current_run = serializers.SerializerMethodField(
+        help_text="The run it trains, when the caller may see that run; null otherwise."
+    )
 
     class Meta:
         model = WorkerHeartbeat
         fields = ["name", "capabilities", "heartbeat_at", "current_run"]
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_current_run(self, worker: WorkerHeartbeat) -> int | None:
+        visible = self.context.get("visible_runs", set())
+        return worker.current_run_id if worker.current_run_id in visible else None
 
 
 # --- catalog snapshots (webapp.catalog.snapshot) ----------------------------------------------

@@ -8,8 +8,12 @@ the request through (and is logged once per request).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 from rest_framework import throttling
 from rest_framework.settings import api_settings
 
@@ -54,3 +58,25 @@ class WriteThrottled:
         safe = self.request.method in ("GET", "HEAD", "OPTIONS")
         self.throttle_scope = None if safe else self.write_throttle_scope
         return super().get_throttles()  # type: ignore[misc,no-any-return]
+
+
+def throttle_posts(scope: str) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    """Page views that do an API's work (launch, register, probe, capacity) get its rate for
+    `scope` on their form posts: a 429 page past it, and nothing done."""
+    from types import SimpleNamespace
+
+    def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if request.method == "POST":
+                throttle = ScopedRateThrottle()
+                if not throttle.allow_request(request, SimpleNamespace(throttle_scope=scope)):
+                    wait = throttle.wait()
+                    return render(
+                        request, "429.html", {"wait": int(wait) + 1 if wait else 60}, status=429
+                    )
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorator

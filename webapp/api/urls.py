@@ -1,5 +1,6 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
+
 from webapp.accounts import apis as account_apis
 from webapp.api import views
 

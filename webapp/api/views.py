@@ -5,20 +5,42 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.api.serializers import EnvironmentIn, EnvironmentOut, RolloutOut, RunOut, WorkerOut
+from webapp.api.serializers import (
+    EnvironmentChangeIn,
+    EnvironmentIn,
+    EnvironmentOut,
+    RolloutOut,
+    RunOut,
+    WorkerOut,
+)
+from webapp.api.throttles import WriteThrottled
 from webapp.catalog.models import Environment
+from webapp.catalog.selectors import (
+    environment_can_control,
+    environment_control_refusal,
+    environments_visible_to,
+)
 from webapp.catalog.services import (
+    environment_container_stop,
     environment_measure_capacity,
     environment_probe,
     environment_register,
+    environment_set_shared,
 )
+from webapp.runs.config import RunConfig
 from webapp.runs.models import Run, WorkerHeartbeat
-from webapp.runs.selectors import run_metric_series, run_rollouts, runs_visible_to
+from webapp.runs.selectors import (
+    RUN_CHANGE_REFUSAL,
+    run_can_change,
+    run_metric_series,
+    run_rollouts,
+    runs_visible_to,
+)
 from webapp.runs.services import (
     run_launch,
     run_mark_stale_interrupted,
@@ -40,10 +62,25 @@ def _int_param(request: Request, name: str, default: int | None, lo: int, hi: in
     return value
 
 
-class EnvironmentListApi(APIView):
+def _visible_environment(request: Request, pk: int) -> Environment:
+    return get_object_or_404(environments_visible_to(user=request.user), pk=pk)
+
+
+def _controlled_environment(request: Request, pk: int) -> Environment:
+    """404 when the user cannot see it, 403 (saying who may) when they may not act on it."""
+    environment = _visible_environment(request, pk)
+    if not environment_can_control(user=request.user, environment=environment):
+        raise PermissionDenied(environment_control_refusal(environment=environment))
+    return environment
+
+
+class EnvironmentListApi(WriteThrottled, APIView):
+    write_throttle_scope = "register"
+
     @extend_schema(responses=EnvironmentOut(many=True))
     def get(self, request: Request) -> Response:
-        return Response(EnvironmentOut(Environment.objects.all(), many=True).data)
+        environments = environments_visible_to(user=request.user)
+        return Response(EnvironmentOut(environments, many=True).data)
 
     @extend_schema(request=EnvironmentIn, responses={201: EnvironmentOut})
     def post(self, request: Request) -> Response:
@@ -56,30 +93,57 @@ class EnvironmentListApi(APIView):
 class EnvironmentDetailApi(APIView):
     @extend_schema(responses=EnvironmentOut)
     def get(self, request: Request, pk: int) -> Response:
-        return Response(EnvironmentOut(get_object_or_404(Environment, pk=pk)).data)
+        return Response(EnvironmentOut(_visible_environment(request, pk)).data)
+
+    @extend_schema(request=EnvironmentChangeIn, responses=EnvironmentOut)
+    def patch(self, request: Request, pk: int) -> Response:
+        environment = _controlled_environment(request, pk)
+        data = EnvironmentChangeIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        if "shared" in data.validated_data:
+            environment = environment_set_shared(
+                environment=environment, shared=data.validated_data["shared"]
+            )
+        return Response(EnvironmentOut(environment).data)
 
 
 class EnvironmentCapacityApi(APIView):
+    throttle_scope = "capacity"
+
     @extend_schema(request=None, responses=EnvironmentOut)
     def post(self, request: Request, pk: int) -> Response:
-        environment = environment_measure_capacity(environment=get_object_or_404(Environment, pk=pk))
+        environment = environment_measure_capacity(environment=_controlled_environment(request, pk))
         return Response(EnvironmentOut(environment).data)
 
 
 class EnvironmentProbeApi(APIView):
+    throttle_scope = "probe"
+
     @extend_schema(request=None, responses=EnvironmentOut)
     def post(self, request: Request, pk: int) -> Response:
-        environment = environment_probe(environment=get_object_or_404(Environment, pk=pk))
+        environment = environment_probe(environment=_controlled_environment(request, pk))
         return Response(EnvironmentOut(environment).data)
 
 
-class RunListApi(APIView):
+class EnvironmentContainerStopApi(APIView):
+    """Stops and removes the container an image registration started; the entry stays."""
+
+    @extend_schema(request=None, responses=EnvironmentOut)
+    def post(self, request: Request, pk: int) -> Response:
+        environment = environment_container_stop(environment=_controlled_environment(request, pk))
+        return Response(EnvironmentOut(environment).data)
+
+
+class RunListApi(WriteThrottled, APIView):
+    write_throttle_scope = "launch"
+
     @extend_schema(responses=RunOut(many=True))
     def get(self, request: Request) -> Response:
         run_mark_stale_interrupted()
         return Response(RunOut(runs_visible_to(user=request.user)[:200], many=True).data)
 
-    @extend_schema(request=dict, responses={201: RunOut})
+    # The one run config schema, published as is: clients (and the schema fuzzer) see real bodies.
+    @extend_schema(request=RunConfig, responses={201: RunOut})
     def post(self, request: Request) -> Response:
         run = run_launch(owner=request.user, data=request.data)
         return Response(RunOut(run).data, status=status.HTTP_201_CREATED)
@@ -87,6 +151,13 @@ class RunListApi(APIView):
 
 def _visible_run(request: Request, pk: int) -> Run:
     return get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+
+
+def _changeable_run(request: Request, pk: int) -> Run:
+    run = _visible_run(request, pk)
+    if not run_can_change(user=request.user, run=run):
+        raise PermissionDenied(RUN_CHANGE_REFUSAL)
+    return run
 
 
 class RunDetailApi(APIView):
@@ -99,13 +170,15 @@ class RunDetailApi(APIView):
 class RunCancelApi(APIView):
     @extend_schema(request=None, responses=RunOut)
     def post(self, request: Request, pk: int) -> Response:
-        return Response(RunOut(run_request_cancel(run=_visible_run(request, pk))).data)
+        return Response(RunOut(run_request_cancel(run=_changeable_run(request, pk))).data)
 
 
 class RunResumeApi(APIView):
+    throttle_scope = "launch"
+
     @extend_schema(request=None, responses=RunOut)
     def post(self, request: Request, pk: int) -> Response:
-        return Response(RunOut(run_resume(run=_visible_run(request, pk))).data)
+        return Response(RunOut(run_resume(run=_changeable_run(request, pk))).data)
 
 
 class RunMetricsApi(APIView):
@@ -156,7 +229,13 @@ class RunRolloutsApi(APIView):
 class WorkerListApi(APIView):
     @extend_schema(responses=WorkerOut(many=True))
     def get(self, request: Request) -> Response:
-        return Response(WorkerOut(WorkerHeartbeat.objects.order_by("name"), many=True).data)
+        workers = list(WorkerHeartbeat.objects.order_by("name"))
+        # Which run a worker trains is shown only to those who may see that run.
+        busy = {w.current_run_id for w in workers if w.current_run_id is not None}
+        visible = set(
+            runs_visible_to(user=request.user).filter(pk__in=busy).values_list("pk", flat=True)
+        )
+        return Response(WorkerOut(workers, many=True, context={"visible_runs": visible}).data)
 
 
 # --- catalog snapshots (webapp.catalog.snapshot) ----------------------------------------------
@@ -240,6 +319,8 @@ class CatalogSnapshotDetailApi(APIView):
 
 
 class CatalogEntryRegisterApi(APIView):
+    throttle_scope = "register"
+
     """Probes the server (and may start a bundled one, waiting for its /health) before it answers."""
 
     @extend_schema(request=CatalogEntryRegisterIn, responses={201: EnvironmentOut})

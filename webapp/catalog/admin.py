@@ -6,7 +6,11 @@ from django.http import HttpRequest
 
 from webapp.catalog.bundled import BUNDLED, BundledError, bundled_start, bundled_stop
 from webapp.catalog.models import BundledServer, Environment
-from webapp.catalog.services import environment_probe
+from webapp.catalog.services import (
+    EnvironmentRejected,
+    environment_container_stop,
+    environment_probe,
+)
 
 
 @admin.register(Environment)
@@ -19,26 +23,43 @@ class EnvironmentAdmin(admin.ModelAdmin):
         "capacity",
         "tool_names",
         "owner",
+        "shared",
         "checked_at",
     ]
-    list_filter = ["kind", "status"]
+    list_filter = ["kind", "status", "shared"]
     search_fields = ["name", "base_url"]
     list_select_related = ["owner"]
-    readonly_fields = ["checked_at", "created_at"]
-    actions = ["probe_selected"]
+    # The container id is what `docker run` printed: stopping it is the action's job.
+    readonly_fields = ["container_id", "checked_at", "created_at"]
+    actions = ["probe_selected", "stop_containers"]
 
     @admin.display(description="tools")
     def tool_names(self, environment: Environment) -> str:
         tools = environment.tools if isinstance(environment.tools, list) else []
         return ", ".join(str(t.get("name", "")) for t in tools if isinstance(t, dict))
 
-    @admin.action(description="Probe selected environments")
+    # Actions declare the model permission they need: a view-only staff account gets none.
+    @admin.action(description="Probe selected environments", permissions=["change"])
     def probe_selected(self, request: HttpRequest, queryset: QuerySet[Environment]) -> None:
         healthy = 0
         for environment in queryset:
             environment = environment_probe(environment=environment)
             healthy += environment.status == Environment.Status.HEALTHY
         self.message_user(request, f"Probed {queryset.count()}; {healthy} healthy.", messages.INFO)
+
+    @admin.action(description="Stop the containers of selected environments", permissions=["change"])
+    def stop_containers(self, request: HttpRequest, queryset: QuerySet[Environment]) -> None:
+        stopped: list[str] = []
+        for environment in queryset.exclude(container_id=""):
+            try:
+                environment_container_stop(environment=environment)
+            except EnvironmentRejected as exc:
+                self.message_user(request, f"{environment.name}: {exc}", messages.ERROR)
+            else:
+                stopped.append(environment.name)
+        self.message_user(
+            request, f"Stopped the containers of {', '.join(stopped) or 'nothing'}.", messages.INFO
+        )
 
 
 @admin.register(BundledServer)
@@ -76,7 +97,7 @@ class BundledServerAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    @admin.action(description="Start selected bundled servers")
+    @admin.action(description="Start selected bundled servers", permissions=["change"])
     def start_selected(self, request: HttpRequest, queryset: QuerySet[BundledServer]) -> None:
         for server in queryset:
             if server.key not in BUNDLED:
@@ -96,7 +117,7 @@ class BundledServerAdmin(admin.ModelAdmin):
                     request, f"{started.key} did not start: {first_line}", messages.ERROR
                 )
 
-    @admin.action(description="Stop selected bundled servers")
+    @admin.action(description="Stop selected bundled servers", permissions=["change"])
     def stop_selected(self, request: HttpRequest, queryset: QuerySet[BundledServer]) -> None:
         keys = [server.key for server in queryset if server.key in BUNDLED]
         for key in keys:

@@ -309,6 +309,17 @@ def _claim_start(
     return BundledServer.objects.get(key=spec.key) if changed else None
 
 
+# What a bundled server inherits from the web or worker process: enough to find Python and
+# its libraries, nothing else. The secrets of those processes (SECRET_KEY, DATABASE_URL,
+# keys and tokens) never reach an environment server.
+SERVER_ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "VIRTUAL_ENV", "OPENBLAS_CORETYPE",
+                   "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS")
+
+
+def server_environment() -> dict[str, str]:
+    return {key: os.environ[key] for key in SERVER_ENV_KEEP if key in os.environ}
+
+
 def _launch(server: BundledServer, spec: BundledSpec, wait: float | None) -> BundledServer:
     """Start the claimed server's process and wait for its /health; record the outcome."""
     port, capacity = int(server.port or 0), int(server.capacity or spec.default_capacity)
@@ -316,7 +327,7 @@ def _launch(server: BundledServer, spec: BundledSpec, wait: float | None) -> Bun
     command = spec.command(port)
     root = str(settings.BASE_DIR)
     env = {
-        **os.environ,
+        **server_environment(),
         "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p),
         "MAX_CONCURRENT_ENVS": str(capacity),
         "HF_HUB_OFFLINE": "1",
@@ -547,7 +558,9 @@ def _register_one(
         )
         with transaction.atomic():
             environment.metadata = {**(environment.metadata or {}), **marks}
-            environment.save(update_fields=["metadata"])
+            # Bundled servers serve every user of the installation (webapp.catalog.selectors).
+            environment.shared = True
+            environment.save(update_fields=["metadata", "shared"])
         return environment
     with transaction.atomic():
         environment = Environment.objects.select_for_update().get(pk=existing.pk)
@@ -559,5 +572,6 @@ def _register_one(
             **marks,
             "capacity_source": "declared",
         }
-        environment.save(update_fields=["base_url", "kind", "capacity", "metadata"])
+        environment.shared = True
+        environment.save(update_fields=["base_url", "kind", "capacity", "metadata", "shared"])
     return environment_probe(environment=environment)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 
 from webapp.catalog.console import MAX_MESSAGE_BYTES
-from webapp.catalog.models import Environment
+from webapp.catalog.views import controlled_environment
 
 
 @login_required
 def environment_console(request: HttpRequest, pk: int) -> HttpResponse:
-    environment = get_object_or_404(Environment, pk=pk)
+    # The same rule as the socket's: the owner, or a user with catalog.change_environment.
+    environment = controlled_environment(request, pk)
     return render(
         request,
         "catalog/console.html",

@@ -13,6 +13,14 @@ Server -> client:
         for a failing tool also "tool", "output" (the text the model would get) and "state".
     {"type": "episode_closed", "message": ...}    the episode was left idle and closed.
 
+Access (webapp.catalog.selectors): the environment's owner, or a user with the permission
+catalog.change_environment. Checked at connect, again before every message and every
+`recheck_seconds` while idle, so a user who logs out, is deactivated or loses the permission
+loses the socket. Close codes, none of which the page retries: 4401 not signed in, 4403
+not allowed, 4404 not found (or not visible), 4429 too many consoles open (each holds one
+of the server's sessions; webapp.catalog.console_sockets). An error message saying why
+comes first, except for 4404.
+
 The adapter is synchronous and blocking: it runs in a thread of this connection's own
 (one thread, so one adapter call at a time, always from the same thread), under a timeout.
 Channels dispatches one message at a time per connection, so calls never overlap.
@@ -30,6 +38,7 @@ from typing import Any, TypeVar
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from webapp.accounts.socket_auth import socket_user
 from webapp.catalog.console import (
     ConsoleRejected,
     ConsoleSession,
@@ -39,12 +48,25 @@ from webapp.catalog.console import (
     console_parse_reset,
     error_text,
 )
+from webapp.catalog.console_sockets import (
+    console_max_sockets,
+    console_socket_claim,
+    console_socket_release,
+    console_socket_renew,
+)
 from webapp.catalog.models import Environment
+from webapp.catalog.selectors import (
+    environment_can_control,
+    environment_control_refusal,
+    environments_visible_to,
+)
 
 log = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
+CLOSE_TOO_MANY = 4429
 
 T = TypeVar("T")
 
@@ -54,9 +76,19 @@ class ConsoleTimeout(RuntimeError):
 
 
 @database_sync_to_async
-def _environment(environment_id: int) -> Environment | None:
-    # The catalog is shared: every signed-in user may try every registered environment.
-    return Environment.objects.filter(pk=environment_id).first()
+def _console_access(user: Any, environment_id: int) -> tuple[int | None, Environment | None, str]:
+    """(close code or None, the environment, why): None means `user` may drive it."""
+    environment = environments_visible_to(user=user).filter(pk=environment_id).first()
+    if environment is None:
+        return CLOSE_NOT_FOUND, None, "no such environment"
+    if not environment_can_control(user=user, environment=environment):
+        return CLOSE_FORBIDDEN, environment, environment_control_refusal(environment=environment)
+    return None, environment, ""
+
+
+_claim = database_sync_to_async(console_socket_claim)
+_renew = database_sync_to_async(console_socket_renew)
+_release = database_sync_to_async(console_socket_release)
 
 
 class EnvironmentConsoleConsumer(AsyncJsonWebsocketConsumer):
@@ -69,11 +101,19 @@ class EnvironmentConsoleConsumer(AsyncJsonWebsocketConsumer):
     call_timeout_s: float = 30.0
     messages_per_second: float = 20.0
     idle_close_s: float = 300.0
+    # How often an idle socket re-checks its user's access and renews its slot (well within
+    # the slot's lease).
+    recheck_seconds: float = 30.0
 
     session: ConsoleSession | None = None
     executor: ThreadPoolExecutor | None = None
     limiter: RateLimiter
     idle_task: asyncio.Task[None] | None = None
+    watch_task: asyncio.Task[None] | None = None
+    slot_id: int | None = None
+    environment_id: int = 0
+    # Set once access is gone and the socket is being closed: later frames are ignored.
+    shut: bool = False
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -83,17 +123,73 @@ class EnvironmentConsoleConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        environment = await _environment(int(self.scope["url_route"]["kwargs"]["environment_id"]))
-        if environment is None:
-            await self.close(code=CLOSE_NOT_FOUND)
+        self.environment_id = int(self.scope["url_route"]["kwargs"]["environment_id"])
+        code, environment, why = await _console_access(user, self.environment_id)
+        if code is not None or environment is None:
+            await self._refuse(code or CLOSE_NOT_FOUND, why)
             return
+        slot = await _claim(user=user, environment=environment)
+        if slot is None:
+            await self._refuse(
+                CLOSE_TOO_MANY,
+                f"you have {console_max_sockets()} console(s) open already, the most one user "
+                "may: close one (each holds one of an environment server's sessions)",
+            )
+            return
+        self.slot_id = slot.pk
+        self.watch_task = asyncio.create_task(self._watch())
         self.limiter = RateLimiter(
             rate=self.messages_per_second, burst=int(self.messages_per_second)
         )
-        self.session = ConsoleSession(environment=environment)
+        self.session = ConsoleSession(environment=environment, user=user)
         self.executor = self._new_executor()
         await self.send_json({"type": "status", "message": "connecting…"})
         await self._send_tools()
+
+    # --- access while open ------------------------------------------------------------------
+
+    async def _refuse(self, code: int, message: str) -> None:
+        if code != CLOSE_NOT_FOUND:  # "not found" says nothing more than the code
+            await self._error(message)
+        await self.close(code=code)
+
+    async def _still_allowed(self) -> bool:
+        """Re-read the session and the permissions; close the socket when access is gone."""
+        user = await socket_user(self.scope)
+        if not user.is_authenticated:
+            code: int | None = CLOSE_UNAUTHENTICATED
+            why = "you were signed out: sign in again to use the console"
+        else:
+            code, _, why = await _console_access(user, self.environment_id)
+        if code is None:
+            return True
+        await self._shut(code, why)
+        return False
+
+    async def _shut(self, code: int, why: str) -> None:
+        # Closed for good; `disconnect` gives the episode and the slot back.
+        self.shut = True
+        self._stop_idle_watch()
+        await self._refuse(code, why)
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.recheck_seconds)
+            if self.session is None or self.shut:
+                return
+            try:
+                if not await self._still_allowed():
+                    return
+                if self.slot_id is not None and not await _renew(connection_id=self.slot_id):
+                    # The lease ran out (a stalled process) and the row was reclaimed.
+                    slot = await _claim(user=self.scope["user"], environment=self.session.environment)
+                    if slot is None:
+                        await self._shut(CLOSE_TOO_MANY, "this console's slot expired while the "
+                                         "most consoles one user may hold were open: close one")
+                        return
+                    self.slot_id = slot.pk
+            except Exception:  # the database away for a moment: try again at the next round
+                log.warning("console of %s: re-check failed", self.environment_id, exc_info=True)
 
     # --- messages ---------------------------------------------------------------------------
 
@@ -102,13 +198,13 @@ class EnvironmentConsoleConsumer(AsyncJsonWebsocketConsumer):
     ) -> None:
         # Overrides the JSON decoding of AsyncJsonWebsocketConsumer: a frame is checked for
         # size and shape before anything is parsed, and bad input is answered, not raised.
-        if self.session is None:
+        if self.session is None or self.shut:
             return
         self._stop_idle_watch()
         try:
             await self._handle(text_data)
         finally:
-            if self.session is not None:
+            if self.session is not None and not self.shut:
                 self.idle_task = asyncio.create_task(self._close_when_idle())
 
     async def _handle(self, text_data: str | None) -> None:
@@ -116,6 +212,9 @@ class EnvironmentConsoleConsumer(AsyncJsonWebsocketConsumer):
             await self._error(f"too many messages: at most {self.messages_per_second:g} a second")
             return
         try:
+            # After the rate limit, so a flood costs no database reads.
+            if not await self._still_allowed():
+                return
             content = console_parse_message(text=text_data)
             handler: Callable[[dict[str, Any]], Any] = getattr(self, f"on_{content['type']}")
             await handler(content)
@@ -245,6 +344,15 @@ class EnvironmentConsoleConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         self._stop_idle_watch()
+        if self.watch_task is not None:
+            self.watch_task.cancel()
+            self.watch_task = None
+        if self.slot_id is not None:
+            slot_id, self.slot_id = self.slot_id, None
+            try:
+                await _release(connection_id=slot_id)
+            except Exception as exc:  # the lease expires on its own
+                log.warning("releasing console slot %s failed: %s", slot_id, exc)
         session, executor = self.session, self.executor
         self.session = self.executor = None
         if executor is None:

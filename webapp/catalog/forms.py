@@ -48,7 +48,10 @@ class EnvironmentRegisterForm(forms.Form):
         required=False,
         label="API key variable",
         widget=forms.TextInput(attrs={"placeholder": "OPENREWARD_API_KEY"}),
-        help_text="Name of the environment variable holding the key (never the key).",
+        help_text=(
+            "With an ORS catalog name only: an allowed variable holding the installation's key "
+            "(OPENREWARD_API_KEY by default). Or leave it empty and store your own key on your account page."
+        ),
     )
     capacity = forms.IntegerField(
         required=False,
@@ -60,6 +63,11 @@ class EnvironmentRegisterForm(forms.Form):
         required=False,
         label="Measure capacity",
         help_text="OpenEnv only: open sessions until the server refuses.",
+    )
+    shared = forms.BooleanField(
+        required=False,
+        label="Shared",
+        help_text="Every user sees it and may train on it; only you (and administrators) change it.",
     )
 
 

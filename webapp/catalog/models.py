@@ -24,6 +24,12 @@ class Environment(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="environments",
     )
+    # Shared entries are visible to every user (bundled servers are); others only to their
+    # owner and to users with catalog.view_environment. Changing one needs ownership or
+    # catalog.change_environment either way (webapp.catalog.selectors).
+    shared = models.BooleanField(default=False)
+    # The Docker container an `image` registration started, so it can be stopped later.
+    container_id = models.CharField(max_length=64, blank=True, default="")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.UNKNOWN)
     # Tool schemas as the catalog shows them: [{name, description, parameters}].
     tools = models.JSONField(default=list, blank=True)
@@ -36,6 +42,7 @@ class Environment(models.Model):
 
     class Meta:
         ordering = ["name"]
+        permissions = [("run_container", "Can register container images (runs them on the host's Docker)")]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.kind})"
@@ -109,3 +116,27 @@ class CatalogSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({len(self.entries or [])} entries)"
+
+
+class ConsoleConnection(models.Model):
+    """One open console socket: a slot of its user's `ENVLAB_CONSOLE_MAX_SOCKETS`.
+
+    In the database, not in one process's memory, so the cap holds across web processes.
+    The consumer renews `expires_at` while it lives; a consumer that died without closing
+    leaves a row that stops counting once it expires (webapp.catalog.console_sockets).
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="console_connections"
+    )
+    environment = models.ForeignKey(
+        Environment, on_delete=models.CASCADE, related_name="console_connections"
+    )
+    opened_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "expires_at"])]
+
+    def __str__(self) -> str:
+        return f"console of {self.environment_id} for {self.user_id}"

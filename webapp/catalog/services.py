@@ -8,9 +8,15 @@ database's write lock (SQLite) while training writes telemetry.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
+import subprocess
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -24,8 +30,8 @@ from webapp.catalog.probe import (
     probe_capacity,
     probe_environment,
 )
+from webapp.catalog.selectors import RUN_CONTAINER, environment_active_runs
 
-ENV_VAR_RE = re.compile(r"^[A-Z_][A-Z0-9_]{0,99}$")
 ORS_CATALOG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}/[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._/-]{0,199}(:[A-Za-z0-9._-]{1,128})?(@sha256:[0-9a-f]{64})?$")
 
@@ -44,12 +50,172 @@ class EnvironmentRejected(Exception):
         self.errors = errors
 
 
+def _has_openreward_key(owner: AbstractBaseUser | None) -> bool:
+    from webapp.accounts.models import UserSecret
+
+    return owner is not None and UserSecret.objects.filter(
+        user=owner, name=UserSecret.Name.OPENREWARD_API_KEY
+    ).exists()
+
+
 def docker_available() -> bool:
     """A Docker engine this process can use: the CLI and a reachable daemon socket."""
     if shutil.which("docker") is None:
         return False
     host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     return not host.startswith("unix://") or os.path.exists(host.removeprefix("unix://"))
+
+
+# --- containers (image registrations) -----------------------------------------------------------
+# An image runs on this host's Docker engine with the engine's defaults, so registering one
+# needs the permission catalog.run_container and an image from ENVLAB_IMAGE_REGISTRIES. The
+# container's id is stored on the entry; a registration refused after the container started
+# stops it again, and `environment_container_stop` stops it later.
+
+CONTAINER_ID_RE = re.compile(r"^[0-9a-f]{12,64}$")
+DOCKER_TIMEOUT_S = 30.0
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass
+class RunningContainer:
+    url: str
+    container_id: str
+    provider: Any  # openenv's LocalDockerProvider, which holds the container it started
+
+    def stop(self) -> None:
+        try:
+            self.provider.stop_container()
+        except Exception:  # the refusal being raised says more than a failed clean-up
+            pass
+
+
+# Containers started by the registration in progress (this thread or task only).
+_started_containers: ContextVar[list[RunningContainer] | None] = ContextVar(
+    "envlab_started_containers", default=None
+)
+
+
+def _stop_containers_on_failure(register: Callable[P, R]) -> Callable[P, R]:
+    """Whatever refuses a registration after its container started (a failed probe, a taken
+    name, a capacity refusal) also stops that container: nothing is left running unrecorded."""
+
+    @functools.wraps(register)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        started: list[RunningContainer] = []
+        token = _started_containers.set(started)
+        try:
+            return register(*args, **kwargs)
+        except BaseException:
+            for container in started:
+                container.stop()
+            raise
+        finally:
+            _started_containers.reset(token)
+
+    return wrapper
+
+
+def _registry_allows(prefix: str, image: str) -> bool:
+    # "ghcr.io/org" allows "ghcr.io/org/x" and "ghcr.io/org:tag", not "ghcr.io/org-evil/x";
+    # a prefix that ends in a separator is matched as it is.
+    if prefix.endswith(("/", ":", "@")):
+        return image.startswith(prefix)
+    return image == prefix or (image.startswith(prefix) and image[len(prefix)] in "/:@")
+
+
+def _image_refusal(*, owner: AbstractBaseUser | None, image: str) -> str:
+    if owner is None or not owner.has_perm(RUN_CONTAINER):
+        return (
+            f"registering a container image needs the permission {RUN_CONTAINER} (it runs on this "
+            "host's Docker engine): ask an administrator, or register the URL of a running server"
+        )
+    registries = list(getattr(settings, "ENVLAB_IMAGE_REGISTRIES", []))
+    if not registries:
+        return (
+            "no container registry is allowed on this installation: an administrator lists the "
+            "allowed ones in the setting ENVLAB_IMAGE_REGISTRIES (prefixes like ghcr.io/meta-pytorch/)"
+        )
+    if not any(_registry_allows(prefix, image) for prefix in registries):
+        return (
+            f"'{image}' is not from an allowed registry; ENVLAB_IMAGE_REGISTRIES allows "
+            f"{', '.join(registries)} (write the image's full name, registry included)"
+        )
+    return ""
+
+
+def _docker_provider() -> Any:
+    from openenv.core.containers.runtime import LocalDockerProvider
+
+    return LocalDockerProvider()
+
+
+def _start_container(image: str) -> RunningContainer:
+    """Start `image` through OpenEnv's docker support. Needs a Docker engine."""
+    try:
+        provider = _docker_provider()
+    except ImportError as exc:  # pragma: no cover - depends on the installed openenv
+        raise EnvironmentRejected({"image": [f"openenv's docker support is not available: {exc}"]}) from None
+    except Exception as exc:  # no engine after all
+        raise EnvironmentRejected({"image": [f"starting {image} failed: {str(exc)[:500]}"]}) from None
+    try:
+        url = str(provider.start_container(image))
+    except Exception as exc:  # the engine's own message says what went wrong
+        raise EnvironmentRejected({"image": [f"starting {image} failed: {str(exc)[:500]}"]}) from None
+    # openenv's LocalDockerProvider keeps the id `docker run -d` printed in `_container_id`
+    # (it has no public accessor); without it the container could not be stopped later.
+    container_id = str(getattr(provider, "_container_id", "") or "")
+    container = RunningContainer(url=url, container_id=container_id, provider=provider)
+    if not CONTAINER_ID_RE.fullmatch(container_id):
+        container.stop()
+        raise EnvironmentRejected({"image": [
+            f"{image} started, but Docker reported no container id to record; it was stopped again"
+        ]})
+    started = _started_containers.get()
+    if started is not None:  # from here on, a refusal stops it (_stop_containers_on_failure)
+        started.append(container)
+    try:
+        provider.wait_for_ready(url, timeout_s=60)
+        container.url = normalise_base_url(url)
+    except Exception as exc:
+        raise EnvironmentRejected({"image": [f"starting {image} failed: {str(exc)[:500]}"]}) from None
+    return container
+
+
+def _docker(*args: str) -> subprocess.CompletedProcess[str]:
+    """One docker CLI command, a fixed argv (no shell)."""
+    return subprocess.run(
+        ["docker", *args], capture_output=True, text=True, timeout=DOCKER_TIMEOUT_S, check=False
+    )
+
+
+def environment_container_stop(*, environment: Environment) -> Environment:
+    """Stop and remove the container an image registration started; the entry stays, unhealthy."""
+    container_id = environment.container_id
+    if not container_id:
+        raise EnvironmentRejected({"container": [f"'{environment.name}' has no container started here"]})
+    if not CONTAINER_ID_RE.fullmatch(container_id):
+        raise EnvironmentRejected({"container": [f"'{environment.name}' records no valid container id"]})
+    if not docker_available():
+        raise EnvironmentRejected({"container": ["no Docker engine on this machine to stop the container with"]})
+    try:
+        stopped = _docker("stop", container_id)
+        if stopped.returncode == 0 or "no such container" in stopped.stderr.lower():
+            _docker("rm", "--force", container_id)
+        else:
+            raise EnvironmentRejected({"container": [
+                f"docker stop {container_id[:12]} failed: {stopped.stderr.strip()[:300] or stopped.returncode}"
+            ]})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentRejected({"container": [f"docker stop {container_id[:12]} failed: {exc}"]}) from None
+    environment.container_id = ""
+    environment.status = Environment.Status.UNHEALTHY
+    environment.last_error = f"its container {container_id[:12]} was stopped"
+    environment.checked_at = timezone.now()
+    environment.save(update_fields=["container_id", "status", "last_error", "checked_at"])
+    return environment
 
 
 def _check_fields(
@@ -77,19 +243,30 @@ def _check_fields(
         errors["image"] = ["not a container image reference like 'registry/name:tag'"]
     if ors_catalog and not ORS_CATALOG_RE.fullmatch(ors_catalog):
         errors["ors_catalog"] = ["an Open Reward catalog name looks like 'Org/Env'"]
-    if api_key_env:
-        if not ENV_VAR_RE.fullmatch(api_key_env):
-            errors["api_key_env"] = ["the name of an environment variable, like OPENREWARD_API_KEY"]
-        elif api_key_env not in os.environ:
-            errors["api_key_env"] = [
-                f"the variable {api_key_env} is not set for the web and worker processes; set it there "
-                "(the key itself is never stored)"
-            ]
-    if ors_catalog and not api_key_env:
-        errors["api_key_env"] = ["an Open Reward catalog environment needs the name of the variable holding the API key"]
+    errors.update(_check_api_key_env(api_key_env=api_key_env, ors_catalog=ors_catalog))
     return errors
 
 
+def _check_api_key_env(*, api_key_env: str, ors_catalog: str) -> dict[str, list[str]]:
+    """A key variable may be named only for the Open Reward catalog (a fixed, configured host)
+    and only from the operator's allow-list: any other name or destination would let a user
+    send the server's environment to a server of their choosing. Whether a variable is set is
+    never said (that would tell users which variables exist)."""
+    if not api_key_env:
+        return {}
+    allowed = list(settings.ENVLAB_API_KEY_ENV_ALLOWED)
+    if not ors_catalog:
+        return {"api_key_env": [
+            "api_key_env is accepted only with ors_catalog (the Open Reward catalog); a server given "
+            "by base_url or image gets no key from this installation"
+        ]}
+    if api_key_env not in allowed:
+        names = ", ".join(allowed) or "none (ENVLAB_API_KEY_ENV_ALLOWED is empty)"
+        return {"api_key_env": [f"api_key_env must be one of the names this installation allows: {names}"]}
+    return {}
+
+
+@_stop_containers_on_failure
 def environment_register(
     *,
     owner: AbstractBaseUser | None,
@@ -102,6 +279,7 @@ def environment_register(
     image: str = "",
     ors_catalog: str = "",
     api_key_env: str = "",
+    shared: bool = False,
 ) -> Environment:
     """Probe the server first; only a server that answers as an environment is stored.
 
@@ -120,6 +298,15 @@ def environment_register(
             base_url = normalise_base_url(base_url)
         except ProbeError as exc:
             errors["base_url"] = [str(exc)]
+    if ors_catalog and not api_key_env and not errors.get("api_key_env") and not _has_openreward_key(owner):
+        errors["api_key_env"] = [
+            "an Open Reward catalog environment needs an API key: store yours on your account page, "
+            "or name a variable this installation allows (api_key_env)"
+        ]
+    if image and "image" not in errors:
+        refusal = _image_refusal(owner=owner, image=image)
+        if refusal:
+            errors["image"] = [refusal]
     if image and not errors and not docker_available():
         errors["image"] = [
             "no Docker engine on this machine, so the image cannot be started here: run it where Docker "
@@ -128,8 +315,10 @@ def environment_register(
     if errors:
         raise EnvironmentRejected(errors)
     metadata_extra: dict[str, object] = {}
+    container: RunningContainer | None = None
     if image:
-        base_url = _start_container(image)
+        container = _start_container(image)
+        base_url = container.url
         metadata_extra["image"] = image
     if ors_catalog:
         kind = Environment.Kind.ORS
@@ -166,22 +355,9 @@ def environment_register(
         metadata={**result.metadata, **metadata_extra, **({"capacity_source": capacity_source} if capacity_source else {})},
         capacity=capacity,
         checked_at=timezone.now(),
+        shared=shared,
+        container_id=container.container_id if container else "",
     )
-
-
-def _start_container(image: str) -> str:
-    """Start `image` through OpenEnv's docker support and return its URL. Needs a Docker engine."""
-    try:
-        from openenv.core.containers.runtime import LocalDockerProvider
-    except ImportError as exc:  # pragma: no cover - depends on the installed openenv
-        raise EnvironmentRejected({"image": [f"openenv's docker support is not available: {exc}"]}) from None
-    try:
-        provider = LocalDockerProvider()
-        url = str(provider.start_container(image))
-        provider.wait_for_ready(url, timeout_s=60)
-    except Exception as exc:  # the engine's own message says what went wrong
-        raise EnvironmentRejected({"image": [f"starting {image} failed: {str(exc)[:500]}"]}) from None
-    return normalise_base_url(url)
 
 
 def environment_probe(*, environment: Environment) -> Environment:
@@ -206,10 +382,25 @@ def environment_probe(*, environment: Environment) -> Environment:
     return environment
 
 
+def environment_set_shared(*, environment: Environment, shared: bool) -> Environment:
+    """Share an entry with every user (they see it and may train on it) or make it private.
+    Who may call this is the caller's check (webapp.catalog.selectors)."""
+    environment.shared = shared
+    environment.save(update_fields=["shared"])
+    return environment
+
+
 def environment_measure_capacity(*, environment: Environment) -> Environment:
     """Measure an OpenEnv server's capacity now and store it."""
     if environment.kind != Environment.Kind.OPENENV:
         raise EnvironmentRejected({"capacity": ["capacity can be measured on OpenEnv servers only"]})
+    active = environment_active_runs(environment=environment)
+    if active:
+        # Measuring opens sessions until the server refuses: the runs' rollouts would be refused too.
+        raise EnvironmentRejected({"capacity": [
+            f"{len(active)} queued or running run(s) use '{environment.name}': measuring opens sessions "
+            "until the server refuses, which would fail their rollouts; measure it once they finish"
+        ]})
     try:
         measured = probe_capacity(environment.base_url)
     except ProbeError as exc:

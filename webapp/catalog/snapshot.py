@@ -34,6 +34,7 @@ from django.db.models import Q, QuerySet
 
 from webapp.catalog.bundled import BUNDLED, BundledError, bundled_start
 from webapp.catalog.models import BundledServer, CatalogSnapshot, Environment
+from webapp.catalog.selectors import BUNDLED_REFUSAL, bundled_can_control
 from webapp.catalog.services import EnvironmentRejected, environment_register
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; openenv is imported on use
@@ -318,12 +319,13 @@ def catalog_entries(snapshot: CatalogSnapshot) -> list[dict[str, Any]]:
 def catalog_snapshots_visible_to(
     *, user: AbstractBaseUser | AnonymousUser
 ) -> QuerySet[CatalogSnapshot]:
-    """A snapshot is its uploader's (and staff's): other users get a 404, as for runs."""
+    """A snapshot is its uploader's (and visible to users with the permission
+    catalog.view_catalogsnapshot): other users get a 404, as for runs."""
     snapshots = CatalogSnapshot.objects.select_related("owner")
-    if getattr(user, "is_staff", False):
-        return snapshots
     if not getattr(user, "is_authenticated", False):
         return snapshots.none()
+    if user.has_perm("catalog.view_catalogsnapshot"):
+        return snapshots
     return snapshots.filter(Q(owner=user))
 
 
@@ -381,6 +383,8 @@ def catalog_entry_register(
             f"'{entry.get('display_name', '')}' is not one of the bundled servers "
             f"({', '.join(openenv_keys)}); give the URL of a server that runs it"
         ]
+    elif start_bundled and not bundled_can_control(user=owner):
+        errors["start_bundled"] = [BUNDLED_REFUSAL + "; give the URL of a server that runs this entry"]
     if errors:
         raise CatalogSnapshotRejected(errors)
 

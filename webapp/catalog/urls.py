@@ -11,6 +11,12 @@ urlpatterns = [
         views.environment_measure_capacity_view,
         name="environment-measure-capacity",
     ),
+    path("environments/<int:pk>/share/", views.environment_share_view, name="environment-share"),
+    path(
+        "environments/<int:pk>/stop-container/",
+        views.environment_container_stop_view,
+        name="environment-container-stop",
+    ),
     path(
         "environments/bundled/<slug:key>/start/", views.bundled_start_view, name="bundled-start"
     ),

@@ -1,8 +1,10 @@
 """Pages of the environment catalog: list and register, detail, probe, bundled servers.
 
-Access: every page needs a login; any logged-in user may register, probe, measure, and
-start or stop the bundled servers. This is a single-machine lab where every account is a
-trusted operator; a shared deployment would restrict start/stop to staff here.
+Access (webapp.catalog.selectors): every page needs a login. A user sees their own
+environments, the shared ones, and all with catalog.view_environment; any other is a 404.
+Probing, measuring, sharing and stopping a container need ownership or
+catalog.change_environment (else a 403 that says so); starting and stopping bundled
+servers needs catalog.change_bundledserver.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.db import connections
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from webapp.api.throttles import throttle_posts
 from webapp.catalog.bundled import (
     BUNDLED,
     BundledError,
@@ -30,12 +34,33 @@ from webapp.catalog.bundled import (
 )
 from webapp.catalog.forms import BundledStartForm, EnvironmentRegisterForm
 from webapp.catalog.models import BundledServer, Environment
+from webapp.catalog.selectors import (
+    BUNDLED_REFUSAL,
+    bundled_can_control,
+    environment_can_control,
+    environment_control_refusal,
+    environments_visible_to,
+)
 from webapp.catalog.services import (
     EnvironmentRejected,
+    environment_container_stop,
     environment_measure_capacity,
     environment_probe,
     environment_register,
+    environment_set_shared,
 )
+
+
+def _visible_environment(request: HttpRequest, pk: int) -> Environment:
+    return get_object_or_404(environments_visible_to(user=request.user), pk=pk)
+
+
+def controlled_environment(request: HttpRequest, pk: int) -> Environment:
+    """404 for an environment the user cannot see; 403 for one they see but may not drive."""
+    environment = _visible_environment(request, pk)
+    if not environment_can_control(user=request.user, environment=environment):
+        raise PermissionDenied(environment_control_refusal(environment=environment))
+    return environment
 
 
 def _add_service_errors(form: EnvironmentRegisterForm, errors: dict[str, list[str]]) -> None:
@@ -46,6 +71,7 @@ def _add_service_errors(form: EnvironmentRegisterForm, errors: dict[str, list[st
 
 
 @login_required
+@throttle_posts("register")
 @require_http_methods(["GET", "POST"])
 def environment_list(request: HttpRequest) -> HttpResponse:
     form = EnvironmentRegisterForm(request.POST if request.method == "POST" else None)
@@ -63,6 +89,7 @@ def environment_list(request: HttpRequest) -> HttpResponse:
                 api_key_env=data["api_key_env"],
                 capacity=data["capacity"],
                 measure_capacity=data["measure_capacity"],
+                shared=data["shared"],
             )
         except EnvironmentRejected as exc:
             _add_service_errors(form, exc.errors)
@@ -73,9 +100,10 @@ def environment_list(request: HttpRequest) -> HttpResponse:
         request,
         "catalog/environment_list.html",
         {
-            "environments": Environment.objects.all(),
+            "environments": environments_visible_to(user=request.user),
             "form": form,
             "bundled": _bundled_rows(),
+            "can_control_bundled": bundled_can_control(user=request.user),
             "nav": "environments",
         },
     )
@@ -124,7 +152,7 @@ def _parameters(tool: dict) -> list[dict[str, str | bool]]:
 
 @login_required
 def environment_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    environment = get_object_or_404(Environment, pk=pk)
+    environment = _visible_environment(request, pk)
     tools = [
         {
             "name": str(tool.get("name", "")) if isinstance(tool, dict) else str(tool),
@@ -149,6 +177,7 @@ def environment_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "catalog/environment_detail.html",
         {
             "environment": environment,
+            "can_control": environment_can_control(user=request.user, environment=environment),
             "tools": tools,
             "splits": splits,
             "capacity_source": str(metadata.get("capacity_source", "")),
@@ -163,9 +192,10 @@ def environment_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
+@throttle_posts("probe")
 @require_POST
 def environment_probe_view(request: HttpRequest, pk: int) -> HttpResponse:
-    environment = environment_probe(environment=get_object_or_404(Environment, pk=pk))
+    environment = environment_probe(environment=controlled_environment(request, pk))
     if environment.status == Environment.Status.HEALTHY:
         messages.success(request, f"'{environment.name}' is healthy.")
     else:
@@ -177,9 +207,10 @@ def environment_probe_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
+@throttle_posts("capacity")
 @require_POST
 def environment_measure_capacity_view(request: HttpRequest, pk: int) -> HttpResponse:
-    environment = get_object_or_404(Environment, pk=pk)
+    environment = controlled_environment(request, pk)
     try:
         environment = environment_measure_capacity(environment=environment)
     except EnvironmentRejected as exc:
@@ -191,6 +222,34 @@ def environment_measure_capacity_view(request: HttpRequest, pk: int) -> HttpResp
         messages.success(
             request, f"'{environment.name}' capacity: {environment.capacity} ({source})."
         )
+    return redirect("environment-detail", pk=environment.pk)
+
+
+@login_required
+@require_POST
+def environment_share_view(request: HttpRequest, pk: int) -> HttpResponse:
+    environment = controlled_environment(request, pk)
+    shared = request.POST.get("shared") == "1"
+    environment = environment_set_shared(environment=environment, shared=shared)
+    if shared:
+        messages.success(request, f"'{environment.name}' is shared: every user sees it and may train on it.")
+    else:
+        messages.success(request, f"'{environment.name}' is private again.")
+    return redirect("environment-detail", pk=environment.pk)
+
+
+@login_required
+@require_POST
+def environment_container_stop_view(request: HttpRequest, pk: int) -> HttpResponse:
+    environment = controlled_environment(request, pk)
+    try:
+        environment = environment_container_stop(environment=environment)
+    except EnvironmentRejected as exc:
+        for field_messages in exc.errors.values():
+            for message in field_messages:
+                messages.error(request, f"Cannot stop the container of '{environment.name}': {message}")
+    else:
+        messages.success(request, f"The container of '{environment.name}' was stopped.")
     return redirect("environment-detail", pk=environment.pk)
 
 
@@ -246,9 +305,16 @@ async def _on_own_thread(work: Callable[..., tuple[int, str]], **kwargs: Any) ->
     return await sync_to_async(run, thread_sensitive=False)()
 
 
+async def _require_bundled_control(request: HttpRequest) -> None:
+    user = await request.auser()
+    if not await sync_to_async(bundled_can_control)(user=user):
+        raise PermissionDenied(BUNDLED_REFUSAL)
+
+
 @login_required
 @require_POST
 async def bundled_start_view(request: HttpRequest, key: str) -> HttpResponse:
+    await _require_bundled_control(request)
     key = _bundled_key(key)
     form = BundledStartForm(request.POST)
     if not form.is_valid():
@@ -268,6 +334,7 @@ async def bundled_start_view(request: HttpRequest, key: str) -> HttpResponse:
 @login_required
 @require_POST
 async def bundled_stop_view(request: HttpRequest, key: str) -> HttpResponse:
+    await _require_bundled_control(request)
     level, message = await _on_own_thread(_stop_and_recheck, key=_bundled_key(key))
     messages.add_message(request, level, message)
     return redirect("environment-list")

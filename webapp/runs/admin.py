@@ -61,7 +61,7 @@ class RunAdmin(admin.ModelAdmin):
     def progress(self, run: Run) -> str:
         return f"{run.step}/{run.max_steps}"
 
-    @admin.action(description="Cancel selected runs")
+    @admin.action(description="Cancel selected runs", permissions=["change"])
     def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         stopped = requested = 0
         for run in queryset:

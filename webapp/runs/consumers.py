@@ -2,6 +2,10 @@
 
 Messages are small notifications; the page reads state over REST and uses `seq` to
 detect what it missed.
+
+Access is checked at connect and again every `recheck_seconds`: a socket whose user logged
+out, was deactivated or can no longer see the run (webapp.runs.selectors) is closed with
+4401 or 4404, which the page does not retry.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from webapp.accounts.socket_auth import socket_user
 from webapp.runs.live import run_group
 from webapp.runs.selectors import run_progress, runs_visible_to
 
@@ -21,6 +26,11 @@ log = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 CLOSE_TRY_AGAIN = 1013
+
+
+@database_sync_to_async
+def _can_see(user: Any, run_id: int) -> bool:
+    return runs_visible_to(user=user).filter(pk=run_id).exists()
 
 
 @database_sync_to_async
@@ -36,6 +46,9 @@ def _snapshot(user: Any, run_id: int) -> dict[str, Any] | None:
 
 class RunConsumer(AsyncJsonWebsocketConsumer):
     group: str | None = None
+    recheck_seconds: float = 15.0
+    watch_task: asyncio.Task[None] | None = None
+    run_id: int = 0
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -45,7 +58,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
+        run_id = self.run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
         snapshot = await _snapshot(user, run_id)
         if snapshot is None:
             await self.close(code=CLOSE_NOT_FOUND)
@@ -58,6 +71,25 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         # Re-read after joining so nothing published in between is missed.
         snapshot = await _snapshot(user, run_id) or snapshot
         await self.send_json(snapshot)
+        self.watch_task = asyncio.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.recheck_seconds)
+            try:
+                user = await socket_user(self.scope)
+                code = None
+                if not user.is_authenticated:
+                    code = CLOSE_UNAUTHENTICATED
+                elif not await _can_see(user, self.run_id):
+                    code = CLOSE_NOT_FOUND
+            except Exception:  # the database away for a moment: check again next round
+                log.warning("run socket %s: re-check failed", self.run_id, exc_info=True)
+                continue
+            if code is not None:
+                await self._leave()
+                await self.close(code=code)
+                return
 
     async def _join(self, group: str) -> bool:
         """Join the run's group. After a Redis restart the layer's pooled connection fails
@@ -83,10 +115,18 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json(payload)
 
     async def disconnect(self, code: int) -> None:
-        if self.group:
+        if self.watch_task is not None and self.watch_task is not asyncio.current_task():
+            self.watch_task.cancel()
+        self.watch_task = None
+        await self._leave()
+
+    async def _leave(self) -> None:
+        """Stop relaying the run's events (also before closing for lost access)."""
+        group, self.group = self.group, None
+        if group:
             try:
-                await self.channel_layer.group_discard(self.group, self.channel_name)
+                await self.channel_layer.group_discard(group, self.channel_name)
             except Exception as exc:  # Redis away: the membership expires on its own
-                log.warning("leaving %s failed: %s", self.group, exc)
+                log.warning("leaving %s failed: %s", group, exc)
 
 

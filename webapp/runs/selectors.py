@@ -11,11 +11,30 @@ from django.db.models import QuerySet
 from webapp.runs.models import MetricPoint, Rollout, Run
 
 
-def runs_visible_to(*, user: AbstractBaseUser) -> QuerySet[Run]:
+def runs_visible_to(*, user: AbstractBaseUser | Any) -> QuerySet[Run]:
+    """A run is its owner's; users with the permission runs.view_run (or change_run) see all.
+
+    Permissions, not `is_staff`: a staff account that may only open the admin reads nobody's
+    transcripts. Everyone else gets a 404, as if the run did not exist.
+    """
     runs = Run.objects.select_related("owner")
-    if getattr(user, "is_staff", False):
+    if not (getattr(user, "is_authenticated", False) and getattr(user, "is_active", False)):
+        return runs.none()
+    if user.has_perm("runs.view_run") or user.has_perm("runs.change_run"):
         return runs
     return runs.filter(owner=user)
+
+
+def run_can_change(*, user: AbstractBaseUser | Any, run: Run) -> bool:
+    """Cancel and resume: the run's owner, or a user with the permission runs.change_run."""
+    if not (getattr(user, "is_authenticated", False) and getattr(user, "is_active", False)):
+        return False
+    return run.owner_id == user.pk or user.has_perm("runs.change_run")
+
+
+RUN_CHANGE_REFUSAL = (
+    "only the run's owner, or a user with the permission runs.change_run, may cancel or resume it"
+)
 
 
 def downsample(points: list[tuple[int, float]], max_points: int) -> list[tuple[int, float]]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -17,7 +18,9 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 
+from webapp.api.throttles import throttle_posts
 from webapp.catalog.models import Environment
+from webapp.catalog.selectors import environments_visible_to
 from webapp.runs.charts import run_charts
 from webapp.runs.config import RunConfigError
 from webapp.runs.forms import (
@@ -29,7 +32,13 @@ from webapp.runs.forms import (
     errors_to_form,
 )
 from webapp.runs.models import Rollout, Run
-from webapp.runs.selectors import run_metric_series, run_progress, runs_visible_to
+from webapp.runs.selectors import (
+    RUN_CHANGE_REFUSAL,
+    run_can_change,
+    run_metric_series,
+    run_progress,
+    runs_visible_to,
+)
 from webapp.runs.services import (
     RunStateError,
     run_launch,
@@ -90,10 +99,14 @@ def _home(request: HttpRequest, demo_errors: list[str] | None = None) -> HttpRes
         {
             "runs": _run_rows(runs),
             "demo_errors": demo_errors or [],
-            "echo_registered": Environment.objects.filter(name=DEMO_ENVIRONMENT).exists(),
+            "echo_registered": _demo_environment(request) is not None,
             "nav": "runs",
         },
     )
+
+
+def _demo_environment(request: HttpRequest) -> Environment | None:
+    return environments_visible_to(user=request.user).filter(name=DEMO_ENVIRONMENT).first()
 
 
 @login_required
@@ -102,9 +115,10 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@throttle_posts("launch")
 @require_POST
 def run_demo(request: HttpRequest) -> HttpResponse:
-    echo = Environment.objects.filter(name=DEMO_ENVIRONMENT).first()
+    echo = _demo_environment(request)
     # Without the environment the config still goes through the checks (id 0 matches no
     # row), so a missing demo model is reported in the same answer.
     try:
@@ -125,15 +139,18 @@ def run_demo(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@throttle_posts("launch")
 @require_http_methods(["GET", "POST"])
 def run_new(request: HttpRequest) -> HttpResponse:
     posted = request.POST if request.method == "POST" else None
     mode = request.POST.get("mode", "form") if posted is not None else "form"
     form = RunForm(posted if mode == "form" else None)
+    # Only environments the user may see are offered (run_launch refuses the others too).
+    form.fields["environment"].queryset = environments_visible_to(user=request.user)
     rewards = RewardFormSet(
         posted if mode == "form" else None, initial=REWARD_INITIAL, prefix="rewards"
     )
-    echo = Environment.objects.filter(name=DEMO_ENVIRONMENT).first()
+    echo = _demo_environment(request)
     json_form = RunJsonForm(
         posted if mode == "json" else None,
         initial={"config_json": json.dumps(demo_config(echo.pk if echo else 1), indent=2)},
@@ -171,7 +188,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
             "top_errors": top_errors,
             "json_errors": json_errors,
             "mode": mode,
-            "environments_exist": Environment.objects.exists(),
+            "environments_exist": environments_visible_to(user=request.user).exists(),
             "nav": "new-run",
         },
     )
@@ -311,6 +328,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "events": run.events.order_by("-created_at", "-id")[:200],
             "config_json": json.dumps(run.config, indent=2, sort_keys=True, ensure_ascii=False),
             "live": _live_config(run, last_seq, progress),
+            # Cancel and resume are offered only to those who may use them (the live
+            # script shows and hides the forms by status).
+            "can_change": run_can_change(user=request.user, run=run),
             "can_cancel": run.status in Run.ACTIVE and not run.cancel_requested,
             "can_resume": run.status in Run.RESUMABLE,
             "plotly_url": f"{reverse('plotly-js')}?{urlencode({'v': plotly_version()})}",
@@ -318,10 +338,18 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
+def _changeable_run(request: HttpRequest, pk: int) -> Run:
+    """404 for a run the user cannot see; 403 for one they see but may not change."""
+    run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+    if not run_can_change(user=request.user, run=run):
+        raise PermissionDenied(RUN_CHANGE_REFUSAL)
+    return run
+
+
 @login_required
 @require_POST
 def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+    run = _changeable_run(request, pk)
     try:
         run = run_request_cancel(run=run)
     except RunStateError as exc:
@@ -339,7 +367,7 @@ def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def run_resume_view(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+    run = _changeable_run(request, pk)
     try:
         run = run_resume(run=run)
     except RunStateError as exc:

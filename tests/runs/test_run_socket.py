@@ -1,0 +1,107 @@
+"""The run WebSocket: who may open it, and that it closes once its user loses access.
+
+The consumer runs behind the same middleware as webapp.asgi (origin check, session auth)
+with the real Redis channel layer of the test settings.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.auth import AuthMiddlewareStack
+from channels.db import database_sync_to_async
+from channels.routing import URLRouter
+from channels.security.websocket import AllowedHostsOriginValidator
+from django.urls import path
+
+from tests.support.websocket import WebsocketCommunicator, signed_in_headers
+from webapp.runs.consumers import RunConsumer
+from webapp.runs.models import Run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Watchful(RunConsumer):
+    recheck_seconds = 0.2
+
+
+def _application(consumer: type[RunConsumer]) -> Any:
+    route = path("ws/runs/<int:run_id>/", consumer.as_asgi())
+    return AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter([route])))
+
+
+@pytest.fixture
+def run(owner: Any) -> Run:
+    return Run.objects.create(owner=owner, name="mine", config={}, model="demo:echo", max_steps=3)
+
+
+def _first_frame(run: Run, headers: list[tuple[bytes, bytes]]) -> Any:
+    async def scenario() -> Any:
+        communicator = WebsocketCommunicator(
+            _application(RunConsumer), f"/ws/runs/{run.pk}/", headers
+        )
+        connected, _ = await communicator.connect(timeout=5)
+        assert connected
+        frame = await communicator.receive_output(timeout=5)
+        await communicator.disconnect()
+        return json.loads(frame["text"]) if frame["type"] == "websocket.send" else frame
+
+    return async_to_sync(scenario)()
+
+
+@pytest.mark.parametrize(
+    ("persona", "sees"),
+    [("owner", True), ("operator", True), ("outsider", False), ("staff", False)],
+)
+def test_who_gets_the_snapshot(request: Any, run: Run, persona: str, sees: bool) -> None:
+    headers, _ = signed_in_headers(request.getfixturevalue(persona))
+
+    frame = _first_frame(run, headers)
+
+    if sees:
+        assert (frame["type"], frame["run"], frame["status"], frame["seq"]) == (
+            "snapshot",
+            run.pk,
+            "queued",
+            0,
+        )
+    else:  # staff status alone shows nobody's run: runs.view_run does
+        assert frame == {"type": "websocket.close", "code": 4404}
+
+
+def _deactivate(user: Any) -> None:
+    type(user).objects.filter(pk=user.pk).update(is_active=False)
+
+
+@pytest.mark.parametrize(
+    ("persona", "lose_access", "code"),
+    [("owner", "log_out", 4401), ("owner", "deactivate", 4401), ("operator", "revoke", 4404)],
+)
+def test_an_open_socket_is_closed_once_access_is_lost(
+    request: Any, run: Run, persona: str, lose_access: str, code: int
+) -> None:
+    user = request.getfixturevalue(persona)
+    headers, client = signed_in_headers(user)
+    lose = {
+        "log_out": lambda: client.post("/logout/"),
+        "deactivate": lambda: _deactivate(user),
+        "revoke": lambda: user.user_permissions.clear(),
+    }[lose_access]
+
+    async def scenario() -> tuple[Any, Any, Any]:
+        communicator = WebsocketCommunicator(_application(Watchful), f"/ws/runs/{run.pk}/", headers)
+        await communicator.connect(timeout=5)
+        snapshot = json.loads((await communicator.receive_output(timeout=5))["text"])
+        await communicator.send_json_to({"type": "ping"})
+        pong = json.loads((await communicator.receive_output(timeout=5))["text"])
+        await database_sync_to_async(lose)()
+        closed = await communicator.receive_output(timeout=5)
+        await communicator.disconnect()
+        return snapshot, pong, closed
+
+    snapshot, pong, closed = async_to_sync(scenario)()
+    assert (snapshot["type"], pong) == ("snapshot", {"type": "pong"})
+    assert closed == {"type": "websocket.close", "code": code}
