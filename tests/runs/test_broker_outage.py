@@ -11,7 +11,6 @@ claim is what this test is about (training itself is tested in tests/e2e).
 from __future__ import annotations
 
 import json
-import sys
 import time
 import urllib.request
 
@@ -19,7 +18,7 @@ import pytest
 from celery import Celery
 
 from tests.envs.servers import free_port
-from tests.support.processes import Service, service_env, start_worker
+from tests.support.processes import Service, start_web, start_worker
 from tests.support.redis_server import start_redis, stop_redis
 from webapp.catalog.models import Environment
 from webapp.runs.models import Run, RunEvent
@@ -41,22 +40,7 @@ def _http(url: str, body: dict | None = None, token: str = "") -> tuple[int, dic
 
 
 def _web(port: int, redis_url: str) -> Service:
-    service = Service(
-        "web-broker-outage",
-        [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--log-level", "warning"],
-        service_env(REDIS_URL=redis_url),
-    )
-
-    def up() -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=1) as r:
-                return r.status == 200
-        except OSError:
-            return False
-
-    service.wait_until(up, 90, "HTTP 200 on /login/")
-    return service
+    return start_web(port, REDIS_URL=redis_url)
 
 
 def _wait(predicate, timeout: float, what: str, service: Service):

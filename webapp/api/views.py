@@ -21,8 +21,7 @@ from webapp.api.serializers import (
 from webapp.api.throttles import WriteThrottled
 from webapp.catalog.models import Environment
 from webapp.catalog.selectors import (
-    environment_can_control,
-    environment_control_refusal,
+    environment_for,
     environments_visible_to,
 )
 from webapp.catalog.services import (
@@ -63,15 +62,11 @@ def _int_param(request: Request, name: str, default: int | None, lo: int, hi: in
 
 
 def _visible_environment(request: Request, pk: int) -> Environment:
-    return get_object_or_404(environments_visible_to(user=request.user), pk=pk)
+    return environment_for(user=request.user, pk=pk)
 
 
 def _controlled_environment(request: Request, pk: int) -> Environment:
-    """404 when the user cannot see it, 403 (saying who may) when they may not act on it."""
-    environment = _visible_environment(request, pk)
-    if not environment_can_control(user=request.user, environment=environment):
-        raise PermissionDenied(environment_control_refusal(environment=environment))
-    return environment
+    return environment_for(user=request.user, pk=pk, control=True)
 
 
 class EnvironmentListApi(WriteThrottled, APIView):

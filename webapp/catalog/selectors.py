@@ -48,6 +48,19 @@ def environment_can_control(*, user: Any, environment: Environment) -> bool:
     return environment.owner_id == user.pk or user.has_perm(CHANGE_ALL)
 
 
+def environment_for(*, user: Any, pk: int, control: bool = False) -> Environment:
+    """The environment `pk` as `user` may reach it: Http404 when they cannot see it, and with
+    `control`, PermissionDenied (saying who may) when they see it but may not act on it.
+    Pages, the API (DRF turns both into its own 404 and 403) and sockets share this."""
+    from django.core.exceptions import PermissionDenied
+    from django.shortcuts import get_object_or_404
+
+    environment = get_object_or_404(environments_visible_to(user=user), pk=pk)
+    if control and not environment_can_control(user=user, environment=environment):
+        raise PermissionDenied(environment_control_refusal(environment=environment))
+    return environment
+
+
 def environment_control_refusal(*, environment: Environment) -> str:
     """What a user who sees an environment but may not act on it is told."""
     whose = f"'{environment.owner.get_username()}'" if environment.owner else "nobody"

@@ -19,7 +19,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db import connections
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from webapp.api.throttles import throttle_posts
@@ -38,7 +38,7 @@ from webapp.catalog.selectors import (
     BUNDLED_REFUSAL,
     bundled_can_control,
     environment_can_control,
-    environment_control_refusal,
+    environment_for,
     environments_visible_to,
 )
 from webapp.catalog.services import (
@@ -52,15 +52,12 @@ from webapp.catalog.services import (
 
 
 def _visible_environment(request: HttpRequest, pk: int) -> Environment:
-    return get_object_or_404(environments_visible_to(user=request.user), pk=pk)
+    return environment_for(user=request.user, pk=pk)
 
 
 def controlled_environment(request: HttpRequest, pk: int) -> Environment:
     """404 for an environment the user cannot see; 403 for one they see but may not drive."""
-    environment = _visible_environment(request, pk)
-    if not environment_can_control(user=request.user, environment=environment):
-        raise PermissionDenied(environment_control_refusal(environment=environment))
-    return environment
+    return environment_for(user=request.user, pk=pk, control=True)
 
 
 def _add_service_errors(form: EnvironmentRegisterForm, errors: dict[str, list[str]]) -> None:

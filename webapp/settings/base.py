@@ -175,7 +175,7 @@ CACHES = {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "envlab",
-        "OPTIONS": {"socket_timeout": 2, "socket_connect_timeout": 2},
+        "OPTIONS": {"socket_timeout": 1, "socket_connect_timeout": 0.5},
     }
 }
 # Request bodies: the largest the API takes is a catalog snapshot of 5 MB, as a file or as a
