@@ -232,7 +232,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"httpx": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
+    # axes logs every login attempt at INFO; its lockouts are warnings.
+    "loggers": {"httpx": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
 
 # Run by `celery beat` (embedded with -B in the light worker that `make run` starts).
