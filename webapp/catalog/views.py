@@ -203,6 +203,12 @@ def environment_probe_view(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("environment-detail", pk=environment.pk)
 
 
+def _flash_refusal(request: HttpRequest, what: str, exc: EnvironmentRejected) -> None:
+    for field_messages in exc.errors.values():
+        for message in field_messages:
+            messages.error(request, f"{what}: {message}")
+
+
 @login_required
 @throttle_posts("capacity")
 @require_POST
@@ -211,9 +217,7 @@ def environment_measure_capacity_view(request: HttpRequest, pk: int) -> HttpResp
     try:
         environment = environment_measure_capacity(environment=environment)
     except EnvironmentRejected as exc:
-        for field_messages in exc.errors.values():
-            for message in field_messages:
-                messages.error(request, f"Cannot measure '{environment.name}': {message}")
+        _flash_refusal(request, f"Cannot measure '{environment.name}'", exc)
     else:
         source = (environment.metadata or {}).get("capacity_source", "probed")
         messages.success(
@@ -242,9 +246,7 @@ def environment_container_stop_view(request: HttpRequest, pk: int) -> HttpRespon
     try:
         environment = environment_container_stop(environment=environment)
     except EnvironmentRejected as exc:
-        for field_messages in exc.errors.values():
-            for message in field_messages:
-                messages.error(request, f"Cannot stop the container of '{environment.name}': {message}")
+        _flash_refusal(request, f"Cannot stop the container of '{environment.name}'", exc)
     else:
         messages.success(request, f"The container of '{environment.name}' was stopped.")
     return redirect("environment-detail", pk=environment.pk)
