@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.catalog.outbound_servers import http_server
+from tests.catalog.outbound_servers import http_server, raw_server
 from tests.envs.servers import run_env_server
 from webapp.catalog.netguard import PRIVATE_RULE
 from worker.adapters import adapter_class
@@ -104,3 +104,16 @@ def test_long_tool_errors_are_truncated_too(settings) -> None:
         Noisy().shout()
     assert str(raised.value) == "z" * 10 + "… [truncated 40 characters]"
     assert Noisy.shout.__doc__ == "Fail loudly." and Noisy.shout.__name__ == "shout"
+
+
+def test_the_episode_socket_follows_no_redirect() -> None:
+    """openenv's WebSocket client would follow a 302 from an allowed server anywhere."""
+    with raw_server(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n") as target:
+        location = target.url.replace("http://", "ws://") + "/ws"
+        head = f"HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\n\r\n".encode()
+        with raw_server(head) as redirecting:
+            adapter = adapter_class(metadata_name="echo", base_url=redirecting.url, env_name="echo")()
+            with pytest.raises(Exception):  # noqa: B017 - which one is openenv's business
+                adapter.reset()
+    assert redirecting.hits == ["GET /ws"]
+    assert target.hits == []
