@@ -117,3 +117,42 @@ def test_the_episode_socket_follows_no_redirect() -> None:
                 adapter.reset()
     assert redirecting.hits == ["GET /ws"]
     assert target.hits == []
+
+
+def test_the_ors_sdk_cannot_be_redirected_to_a_refused_address(settings) -> None:
+    """The openreward SDK follows redirects; its connector checks every hop. The refused
+    target here is 127.0.0.2 (loopback, but outside the allowed 127.0.0.1/32), so nothing
+    leaves the machine even if the check failed."""
+    import http.server
+    import threading
+
+    from worker.adapters.ors import ors_adapter_class
+
+    settings.ENVLAB_ALLOWED_ENV_NETWORKS = ["127.0.0.1/32"]
+    hits: list[str] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"[]")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    target = http.server.ThreadingHTTPServer(("127.0.0.2", 0), Recorder)
+    threading.Thread(target=target.serve_forever, daemon=True).start()
+    location = f"http://127.0.0.2:{target.server_address[1]}/splits"
+    try:
+        with http_server(status=302, headers={"Location": location}) as redirecting:
+            with pytest.raises(Exception) as refused:  # noqa: B017 - the SDK's own error type
+                ors_adapter_class(base_url=redirecting.url, env_name="echo")
+    finally:
+        target.shutdown()
+        target.server_close()
+    assert redirecting.hits  # the SDK did ask the allowed server
+    assert hits == []  # and never reached the address it was redirected to
+    # aiohttp reports the connector's refusal as a resolution failure of that host.
+    assert "ClientConnectorDNSError" in str(refused.value) and "127.0.0.2" in str(refused.value)

@@ -97,6 +97,39 @@ def _sdk_loop() -> _SdkLoop:
 # --- where an environment lives ------------------------------------------------------
 
 
+def _guarded_connector() -> Any:
+    """An aiohttp connector that checks every address it connects to against the lab's
+    outbound rules (webapp.catalog.netguard), IP literals included.
+
+    The SDK follows redirects (aiohttp's default) and has no option to stop it; checking at
+    the connector catches every hop, the first one and any redirect's, before a byte is sent.
+    `_resolve_host` is aiohttp's resolution step for every new connection (aiohttp 3.14).
+    """
+    import aiohttp
+
+    class GuardedConnector(aiohttp.TCPConnector):
+        async def _resolve_host(self, host: str, port: int, traces: Any = None) -> Any:
+            results = await super()._resolve_host(host, port, traces)
+            for result in results:
+                refusal = netguard.address_refusal(str(result["host"]))
+                if refusal is not None:
+                    raise OSError(f"{host} is refused: {refusal}")
+            return results
+
+    return GuardedConnector(limit=1_000_000)
+
+
+def _guard_connections(api: Any) -> None:
+    """Give the SDK's environments API (its env-server and API sessions) the guarded connector."""
+
+    def get_connector() -> Any:
+        if api._connector is None or api._connector.closed:
+            api._connector = _guarded_connector()
+        return api._connector
+
+    api._get_connector = get_connector
+
+
 @dataclass(frozen=True)
 class OrsTarget:
     """One environment on one ORS server, with the key for it: a user's own (`api_key`, kept
@@ -150,7 +183,9 @@ class OrsTarget:
         key = (self.base_url, self.api_key())
         if key not in apis:
             # Passing the URLs here is the single-host override: no OPENREWARD_*_URL needed.
-            apis[key] = AsyncEnvironmentsAPI(self.base_url, key[1], api_base_url=self.base_url)  # type: ignore[arg-type]
+            api = AsyncEnvironmentsAPI(self.base_url, key[1], api_base_url=self.base_url)  # type: ignore[arg-type]
+            _guard_connections(api)
+            apis[key] = api
         if "/" in self.env_name:
             return apis[key].get(self.env_name)
         return apis[key].get(self.env_name, variant=self.env_name)
