@@ -476,7 +476,8 @@ def test_unreachable_server_is_an_error_message(owner):
         owner=owner,
         name="dead",
         base_url=f"http://127.0.0.1:{free_port()}",
-        metadata={"name": "echo"},
+        # Registered as the bundled echo (the stored decision); its server has gone since.
+        metadata={"name": "echo", "style": "bundled", "adapter": "echo"},
         status="healthy",
     )
 

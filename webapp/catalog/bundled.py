@@ -23,10 +23,7 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -37,11 +34,11 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from webapp.catalog.adapters import BUNDLED, HOST, BundledSpec, uvicorn_command
 from webapp.catalog.models import BundledServer, Environment
 from webapp.catalog.probe import ProbeError, ors_environments
 from webapp.catalog.services import environment_probe, environment_register
 
-HOST = "127.0.0.1"
 MAX_CAPACITY = 100_000
 # A failed server is retried by the supervisor no more often than this (a module that is
 # missing or broken would otherwise be relaunched every beat).
@@ -56,67 +53,9 @@ class BundledError(Exception):
     """A bundled-server request was refused; the message says what to change."""
 
 
-@dataclass(frozen=True)
-class BundledSpec:
-    key: str
-    title: str
-    kind: str  # Environment.Kind: "openenv" or "ors"
-    # The argument that names the server in its command line (checked in /proc/<pid>/cmdline).
-    marker: str
-    default_capacity: int
-    # Where `envlab_setup` puts it when the port is free, so URLs are stable across restarts.
-    default_port: int
-    command: Callable[[int], list[str]]
-
-
-def _uvicorn(app: str) -> Callable[[int], list[str]]:
-    def build(port: int) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            app,
-            "--host",
-            HOST,
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ]
-
-    return build
-
-
-def _ors_command(port: int) -> list[str]:
-    return [sys.executable, "-m", "envs.ors.server", "--host", HOST, "--port", str(port)]
-
-
-def _openenv(key: str, title: str, port: int, capacity: int) -> BundledSpec:
-    app = f"envs.{key}.server:app"
-    return BundledSpec(key, title, Environment.Kind.OPENENV, app, capacity, port, _uvicorn(app))
-
-
-BUNDLED: dict[str, BundledSpec] = {
-    spec.key: spec
-    for spec in (
-        _openenv("echo", "Echo", 8101, 64),
-        _openenv("wordle", "Wordle", 8102, 64),
-        _openenv("catch", "Catch", 8103, 64),
-        _openenv("sudoku", "Sudoku", 8104, 64),
-        _openenv("mcpdemo", "MCP demo", 8105, 64),
-        # The ORS server does not read MAX_CONCURRENT_ENVS; its capacity is a declared budget.
-        BundledSpec(
-            "ors",
-            "Open Reward Standard (echo, guessnumber)",
-            Environment.Kind.ORS,
-            "envs.ors.server",
-            64,
-            8106,
-            _ors_command,
-        ),
-    )
-}
-
+# The table of bundled servers (and their adapters) is webapp.catalog.adapters', the one
+# registry; this module runs their processes.
+_uvicorn = uvicorn_command
 
 def bundled_spec(key: str) -> BundledSpec:
     try:

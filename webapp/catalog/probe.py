@@ -16,6 +16,7 @@ from urllib.parse import quote, urlsplit
 from django.conf import settings
 
 from webapp.catalog import netguard
+from webapp.catalog.adapters import MARKER_PATH, AdapterSpec, bundled_match  # the one registry
 from webapp.catalog.probe_http import (
     ProbeError,
     ProbeSession,
@@ -110,12 +111,17 @@ def _generated_tools(
     return [_tool(t["name"], t["description"], t["parameters"]) for t in describe_tools(cls)][:MAX_TOOLS]
 
 
-def _bundled_tools(metadata_name: str) -> list[dict[str, Any]] | None:
-    from webapp.catalog.adapters import adapter_for  # the one registry of adapters
-
-    spec = adapter_for(metadata_name)
-    if spec is None:
+def _bundled_marker(probe: ProbeSession) -> Any:
+    """The server's envlab marker (`GET /envlab`); None for a server that has none."""
+    try:
+        return probe.json("GET", MARKER_PATH)
+    except ProbeError:
+        if probe.expired:
+            raise
         return None
+
+
+def _bundled_tools(spec: AdapterSpec) -> list[dict[str, Any]]:
     import importlib
 
     from webapp.catalog.toolschema import describe_tools
@@ -144,9 +150,12 @@ def _openenv(probe: ProbeSession) -> ProbeResult:
         for key in ("name", "description", "version", "author")
         if metadata_raw.get(key) is not None
     }
-    tools = _bundled_tools(metadata.get("name", ""))
-    if tools is not None:
-        metadata["style"] = "bundled"
+    # The bundled adapter only for the bundled server itself (marker and action both match),
+    # whatever name a server reports; the decision is stored for the worker (base_adapter).
+    spec = bundled_match(_bundled_marker(probe), schema)
+    if spec is not None:
+        metadata["style"], metadata["adapter"] = "bundled", spec.key
+        tools = _bundled_tools(spec)
     else:
         mcp_tools = _mcp_tools(probe)
         metadata["style"] = "mcp" if mcp_tools else "classic"

@@ -1,7 +1,8 @@
 """Environment adapters: what TRL's `environment_factory` gets for each environment.
 
-`bind_adapter` picks the adapter of one registered environment: the bundled ones by
-name (webapp.catalog.adapters, the one registry), Open Reward Standard environments
+`bind_adapter` picks the adapter of one registered environment: a bundled one where
+registration found the bundled server itself (its stored `metadata["adapter"]`; see
+webapp.catalog.adapters, the one registry), never by name; Open Reward Standard environments
 through the ORS adapter, and any other OpenEnv server through an adapter generated from
 what it describes (classic `/schema` or MCP tools). The class it returns takes no
 constructor arguments and knows its server, its name within the run and, for error
@@ -14,7 +15,13 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from webapp.catalog.adapters import adapter_for
+from webapp.catalog.adapters import (
+    MARKER_PATH,
+    AdapterSpec,
+    adapter_for,
+    bundled_match,
+    recorded_adapter,
+)
 
 
 def _load(dotted: str) -> type[Any]:
@@ -62,19 +69,47 @@ def base_adapter(environment: Any, *, user: Any = None) -> type[Any]:
         )
     if environment.kind != "openenv":
         raise ValueError(f"environments of kind '{environment.kind}' cannot be trained on with GRPO here")
-    spec = adapter_for(str(metadata.get("name", "")))
+    spec = recorded_adapter(metadata)
     if spec is not None:
         return _load(spec.adapter_path)
     from worker.adapters import generic
 
-    if metadata.get("style") == "mcp":
+    style = metadata.get("style")
+    schema: dict[str, Any] | None = None
+    if style not in ("mcp", "classic"):
+        # No decision stored (a row from before it was): ask the server what it is, as
+        # registration does; its reported name decides nothing.
+        spec, schema = _bundled_on_server(environment.base_url)
+        if spec is not None:
+            return _load(spec.adapter_path)
+        style = generic.detect_openenv_style(environment.base_url)
+    if style == "mcp":
         tools = generic.list_mcp_tools(environment.base_url)
         return generic.mcp_adapter_class(base_url=environment.base_url, env_name=environment.name, tools=tools)
-    schema = generic.fetch_schema(environment.base_url)
+    schema = schema or generic.fetch_schema(environment.base_url)
     return generic.classic_adapter_class(
         base_url=environment.base_url, env_name=environment.name, schema=schema,
         description=str(metadata.get("description", "")),
     )
+
+
+def _bundled_on_server(base_url: str) -> tuple[AdapterSpec | None, dict[str, Any]]:
+    """The bundled adapter if the server at `base_url` is that bundled server (its marker and
+    its `/schema` action, `bundled_match`), and the schema it served.
+
+    Raises ConnectionError (unreachable) or ValueError (not an OpenEnv server), as the
+    generic adapters' reads do.
+    """
+    from worker.adapters import generic
+
+    schema = generic.fetch_schema(base_url)
+    try:
+        marker = generic._request_json(
+            f"{generic._http_base(base_url)}{MARKER_PATH}", timeout=generic.DEFAULT_TIMEOUT_S
+        )
+    except ValueError:  # no marker (HTTP 404 and the like): not one of the bundled servers
+        marker = None
+    return bundled_match(marker, schema), schema
 
 
 def bind_adapter(
