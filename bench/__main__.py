@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bench.common import ROOT, setup_django, write_result
 
-BENCHMARKS = ["live_latency", "training_overhead", "adapter_overhead"]
+BENCHMARKS = ["live_latency", "training_overhead", "adapter_overhead", "metric_series"]
 
 
 def render(results: dict[str, dict]) -> str:
@@ -69,6 +69,28 @@ def render(results: dict[str, dict]) -> str:
             "old episode on); the last row is what that rule costs against the cheapest use of the",
             "bare client. Target <= "
             f"{adapter['target']}x on the like-for-like rows (first two): {'met' if adapter['pass'] else 'NOT met'}.",
+            "",
+        ]
+    series = results.get("metric_series")
+    if series:
+        lines += [
+            f"## Metric series ({series['steps'] // 1000}k steps x {series['keys']} keys, "
+            f"max_points={series['max_points']}, {series['database']})",
+            "",
+            "| measure | p50 ms | p95 ms |",
+            "|---|---|---|",
+            f"| `GET /api/runs/<id>/metrics/`, {series['keys']} keys, bucketed in SQL | "
+            f"{series['http_p50_ms']} | {series['http_p95_ms']} |",
+            f"| `run_metric_series`, {series['keys']} keys | {series['selector_p50_ms']} | |",
+            f"| `run_metric_series`, one key | {series['selector_one_key_p50_ms']} | |",
+            f"| baseline: every point of the {series['keys']} keys read through the ORM | "
+            f"{series['baseline_raw_p50_ms']} | |",
+            f"| baseline: every point of one key read through the ORM | "
+            f"{series['baseline_raw_one_key_p50_ms']} | |",
+            "",
+            f"{series['points_returned']} points returned; raw / HTTP ratio of medians "
+            f"**{series['ratio_raw_vs_http']}x**. Targets p95 <= {series['target_p95_ms']} ms and "
+            f">= {series['target_ratio']}x: {'met' if series['pass'] else 'NOT met'}.",
             "",
         ]
     notes = sorted({r["conditions"] for r in results.values() if r.get("conditions")})

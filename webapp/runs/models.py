@@ -73,7 +73,8 @@ class MetricPoint(models.Model):
             models.UniqueConstraint(fields=["run", "step", "key"], name="metric_unique_run_step_key")
         ]
         indexes = [
-            models.Index(fields=["run", "key", "step"]),
+            # Covering: a series is bucketed from the index alone (selectors.run_metric_series).
+            models.Index(fields=["run", "key", "step", "value"], name="metric_run_key_step_value"),
             models.Index(fields=["run", "seq"]),
         ]
 
