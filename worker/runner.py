@@ -29,6 +29,7 @@ from webapp.runs.services import model_folder_error, model_path, run_finish, run
 from worker.adapters import bind_adapter  # noqa: E402
 from worker.adapters.router import router_class  # noqa: E402
 from worker.datasets import episode_rows  # noqa: E402
+from worker.health import HealthMonitor  # noqa: E402
 from worker.rewards import compile_rewards  # noqa: E402
 from worker.telemetry import TelemetrySink  # noqa: E402
 
@@ -44,13 +45,17 @@ class CapturingGRPOTrainer(GRPOTrainer):
     """
 
     envlab_sink: TelemetrySink | None = None
+    envlab_health: HealthMonitor | None = None
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)
         sink = self.envlab_sink
         if sink is not None:
             try:
-                sink.rollouts(self._envlab_rollouts(len(inputs)))
+                rows = self._envlab_rollouts(len(inputs))
+                sink.rollouts(rows)
+                if self.envlab_health is not None:
+                    self.envlab_health.tool_results(rows)
             except Exception:  # telemetry must never break training
                 log.exception("rollout capture failed")
         return output
@@ -104,13 +109,34 @@ def _jsonable(value: Any) -> Any:
 class TelemetryCallback(TrainerCallback):
     """Metrics at every log; cooperative stop at step end; checkpoints recorded in order."""
 
-    def __init__(self, sink: TelemetrySink) -> None:
+    def __init__(self, sink: TelemetrySink, health: HealthMonitor | None = None) -> None:
         self.sink = sink
+        self.health = health
         self.stop_reason: str | None = None
+        self.stop_message = ""
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
         if logs:
             self.sink.metrics(state.global_step, logs)
+            self._check_health(state.global_step, logs, control)
+
+    def _check_health(self, step: int, logs: dict[str, Any], control: Any) -> None:
+        if self.health is None:
+            return
+        try:
+            for alert in self.health.observe(step, logs):
+                self.sink.alert(alert.as_event())
+        except Exception:  # a rule's bug must never break training
+            log.exception("run health check failed at step %s", step)
+            return
+        stop = self.health.stop
+        if stop is not None and self.stop_reason is None:
+            # on_log runs before the step's save in Trainer._maybe_log_save_evaluate: this
+            # step's checkpoint is written and recorded, then training ends.
+            self.stop_reason = "alert"
+            self.stop_message = f"stopped by the '{stop.kind}' alert at step {stop.step}: {stop.message}"
+            control.should_save = True
+            control.should_training_stop = True
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self.sink.step_done(state.global_step)
@@ -228,6 +254,8 @@ def build_trainer(run: Run, config: RunConfig, sink: TelemetrySink | None, outpu
         chat_template_kwargs=grpo.chat_template_kwargs,
         reward_weights=weights,
         logging_steps=1,
+        # The run-health check must see a NaN/inf loss; the default filter logs the average instead.
+        logging_nan_inf_filter=False,
         save_strategy="steps",
         save_steps=grpo.save_steps,
         report_to="none",
@@ -274,17 +302,21 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
         max_pending=settings.ENVLAB_TELEMETRY_MAX_PENDING, outage_seconds=settings.ENVLAB_TELEMETRY_OUTAGE_SECONDS,
     )
     sink.step_done(start_step)
-    callback = TelemetryCallback(sink)
+    health = HealthMonitor(config.alerts, tool_env=True) if config.alerts.enabled else None
+    callback = TelemetryCallback(sink, health)
     status, error = Run.Status.SUCCEEDED, ""
     train_seconds = None
     try:
         trainer = build_trainer(run, config, sink, output_dir)
+        trainer.envlab_health = health
         trainer.add_callback(callback)
         started = time.perf_counter()
         trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         train_seconds = time.perf_counter() - started
         if callback.stop_reason == "cancelled":
             status = Run.Status.CANCELLED
+        elif callback.stop_reason == "alert":
+            status, error = Run.Status.FAILED, callback.stop_message
         elif callback.stop_reason == "telemetry_failed":
             # Interrupted, not failed: nothing is wrong with the run, and resume continues
             # from its last recorded checkpoint once the database is back.

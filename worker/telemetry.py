@@ -103,6 +103,10 @@ class TelemetrySink:
         if rows:
             self._put("rollouts", rows)
 
+    def alert(self, alert: dict[str, Any]) -> None:
+        """A run-health alert raised or cleared ({kind, step, message, active})."""
+        self._put("alert", dict(alert))
+
     def step_done(self, step: int) -> None:
         self.step = step
 

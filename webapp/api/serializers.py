@@ -7,7 +7,7 @@ from rest_framework import serializers
 
 from webapp.catalog.models import Environment
 from webapp.runs.models import Rollout, Run, WorkerHeartbeat
-from webapp.runs.selectors import run_progress
+from webapp.runs.selectors import run_alerts, run_progress, run_status_display
 
 
 class EnvironmentIn(serializers.Serializer):
@@ -60,20 +60,45 @@ class EnvironmentOut(serializers.ModelSerializer):
         ]
 
 
+class AlertOut(serializers.Serializer):
+    kind = serializers.CharField()
+    step = serializers.IntegerField(allow_null=True)
+    message = serializers.CharField()
+    active = serializers.BooleanField()
+
+
 class RunOut(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username")
     progress = serializers.SerializerMethodField()
+    alerts = serializers.SerializerMethodField()
+    status_display = serializers.SerializerMethodField(
+        help_text='The status as shown to people: "succeeded, with warnings" when a succeeded run has an active alert.'
+    )
 
     class Meta:
         model = Run
         fields = [
             "id", "name", "owner", "status", "step", "max_steps", "error", "model", "config",
             "cancel_requested", "attempts", "checkpoint_step", "last_seq", "worker_name",
-            "created_at", "started_at", "finished_at", "heartbeat_at", "progress",
+            "created_at", "started_at", "finished_at", "heartbeat_at", "progress", "alerts", "status_display",
         ]
 
     def get_progress(self, run: Run) -> dict:
         return run_progress(run=run)
+
+    def _alerts(self, run: Run) -> list[dict]:
+        cached = getattr(run, "_alerts_out", None)
+        if cached is None:
+            cached = run._alerts_out = run_alerts(run=run)  # type: ignore[attr-defined]
+        return cached
+
+    @extend_schema_field(AlertOut(many=True))
+    def get_alerts(self, run: Run) -> list[dict]:
+        return self._alerts(run)
+
+    @extend_schema_field(serializers.CharField())
+    def get_status_display(self, run: Run) -> str:
+        return run_status_display(run=run, alerts=self._alerts(run))
 
 
 class RolloutOut(serializers.ModelSerializer):

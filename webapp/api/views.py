@@ -39,6 +39,7 @@ from webapp.runs.selectors import (
     run_metric_series,
     run_rollouts,
     runs_visible_to,
+    runs_with_alerts,
 )
 from webapp.runs.services import (
     run_launch,
@@ -135,7 +136,8 @@ class RunListApi(WriteThrottled, APIView):
     @extend_schema(responses=RunOut(many=True))
     def get(self, request: Request) -> Response:
         run_mark_stale_interrupted()
-        return Response(RunOut(runs_visible_to(user=request.user)[:200], many=True).data)
+        runs = runs_with_alerts(runs_visible_to(user=request.user))[:200]
+        return Response(RunOut(runs, many=True).data)
 
     # The one run config schema, published as is: clients (and the schema fuzzer) see real bodies.
     @extend_schema(request=RunConfig, responses={201: RunOut})

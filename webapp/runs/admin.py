@@ -5,6 +5,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent, WorkerHeartbeat
+from webapp.runs.selectors import run_alerts, run_status_display, runs_with_alerts
 from webapp.runs.services import run_request_cancel
 
 
@@ -27,7 +28,8 @@ class RunAdmin(admin.ModelAdmin):
         "id",
         "name",
         "owner",
-        "status",
+        "health_status",
+        "health_alerts",
         "progress",
         "model",
         "worker_name",
@@ -60,6 +62,17 @@ class RunAdmin(admin.ModelAdmin):
     @admin.display(description="step", ordering="step")
     def progress(self, run: Run) -> str:
         return f"{run.step}/{run.max_steps}"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        return runs_with_alerts(super().get_queryset(request))
+
+    @admin.display(description="status", ordering="status")
+    def health_status(self, run: Run) -> str:
+        return run_status_display(run=run)
+
+    @admin.display(description="active alerts")
+    def health_alerts(self, run: Run) -> str:
+        return ", ".join(alert["kind"] for alert in run_alerts(run=run) if alert["active"]) or "—"
 
     @admin.action(description="Cancel selected runs", permissions=["change"])
     def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:

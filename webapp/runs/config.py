@@ -193,6 +193,40 @@ class GRPOSettings(_Strict):
         return self
 
 
+AlertKind = Literal[
+    "nonfinite", "zero_variance", "tool_failures", "no_tool_calls", "reward_flat", "entropy_collapse"
+]
+ALERT_KINDS: tuple[str, ...] = AlertKind.__args__  # type: ignore[attr-defined]
+
+
+class AlertSettings(_Strict):
+    """Run health rules (worker/health.py): thresholds, and which alerts end the run."""
+
+    enabled: bool = True
+    zero_variance_frac: float = Field(
+        default=0.9, ge=0, le=1, description="Alert when at least this fraction of groups has zero reward std..."
+    )
+    zero_variance_steps: int = Field(default=5, ge=1, le=MAX_STEPS, description="...for this many steps in a row.")
+    tool_failure_rate: float = Field(
+        default=0.5, gt=0, le=1, description="Alert when at least this fraction of tool calls fails..."
+    )
+    tool_failure_steps: int = Field(default=3, ge=1, le=MAX_STEPS, description="...for this many steps in a row.")
+    no_tool_calls_steps: int = Field(
+        default=5, ge=1, le=MAX_STEPS, description="Alert after this many steps without a tool call."
+    )
+    reward_flat_steps: int = Field(
+        default=20, ge=2, le=1000, description="Alert when the mean reward stays within the tolerance this long."
+    )
+    reward_flat_tolerance: float = Field(default=1e-3, ge=0, le=1e6)
+    entropy_min: float = Field(default=0.01, ge=0, le=100, description="Alert when token entropy stays below this...")
+    entropy_steps: int = Field(default=5, ge=1, le=MAX_STEPS, description="...for this many steps in a row.")
+    stop_on: list[AlertKind] = Field(
+        default_factory=lambda: ["nonfinite"],
+        max_length=len(ALERT_KINDS),
+        description="Alerts that stop the run (status failed, a checkpoint kept, the alert as its error).",
+    )
+
+
 class GenerationSettings(_Strict):
     backend: Literal["transformers", "vllm"] = "transformers"
     vllm_mode: Literal["colocate", "server"] = "colocate"
@@ -212,6 +246,7 @@ class RunConfig(_Strict):
     )
     grpo: GRPOSettings = Field(default_factory=GRPOSettings)
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    alerts: AlertSettings = Field(default_factory=AlertSettings)
     device: Literal["cpu", "cuda"] = "cpu"
 
     @field_validator("model")

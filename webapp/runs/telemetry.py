@@ -21,7 +21,8 @@ def _number(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-Event = tuple[str, Any]  # ("metrics", (step, {key: value})) or ("rollouts", [row, ...])
+# ("metrics", (step, {key: value})), ("rollouts", [row, ...]) or ("alert", {kind, step, message, active})
+Event = tuple[str, Any]
 
 
 class LeaseLost(Exception):
@@ -50,6 +51,7 @@ def telemetry_record(*, run_id: int, lease_owner: str, events: list[Event]) -> l
     notes: list[dict[str, Any]] = []
     points: list[MetricPoint] = []
     rollouts: list[Rollout] = []
+    alerts: list[RunEvent] = []  # run health (worker/health.py), in the order raised
     last_step = 0
     for kind, payload in events:
         if kind == "metrics":
@@ -61,6 +63,14 @@ def telemetry_record(*, run_id: int, lease_owner: str, events: list[Event]) -> l
             points.extend(MetricPoint(run_id=run_id, step=step, key=k, value=v, seq=seq) for k, v in clean.items())
             notes.append({"type": "metrics", "seq": seq, "step": step, "values": clean})
             last_step = max(last_step, step)
+        elif kind == "alert":
+            alerts.append(RunEvent(
+                run_id=run_id, kind="alert", message=storable(str(payload.get("message", ""))[:2000]),
+                data={
+                    "alert": str(payload.get("kind", ""))[:32], "step": int(payload.get("step") or 0),
+                    "active": bool(payload.get("active", True)),
+                },
+            ))
         elif kind == "rollouts" and payload:
             first = seq + 1
             for item in payload:
@@ -92,6 +102,8 @@ def telemetry_record(*, run_id: int, lease_owner: str, events: list[Event]) -> l
                 ),
                 data={"step": lost[0].step, "envs": envs, "seqs": [r.seq for r in lost], "reasons": reasons[:5]},
             )
+    if alerts:
+        RunEvent.objects.bulk_create(alerts)
     Run.objects.filter(pk=run_id).update(last_seq=seq, step=Greatest(F("step"), Value(last_step)))
     return notes
 

@@ -34,10 +34,13 @@ from webapp.runs.forms import (
 from webapp.runs.models import Rollout, Run
 from webapp.runs.selectors import (
     RUN_CHANGE_REFUSAL,
+    run_alerts,
     run_can_change,
     run_metric_series,
     run_progress,
+    run_status_display,
     runs_visible_to,
+    runs_with_alerts,
 )
 from webapp.runs.services import (
     RunStateError,
@@ -83,7 +86,14 @@ def demo_config(environment_id: int) -> dict[str, Any]:
 
 
 def _run_rows(runs: list[Run]) -> list[dict[str, Any]]:
-    return [{"run": run, "progress": _percent(run.step, run.max_steps)} for run in runs]
+    rows = []
+    for run in runs:
+        active = [alert for alert in run_alerts(run=run) if alert["active"]]
+        rows.append({
+            "run": run, "progress": _percent(run.step, run.max_steps), "active_alerts": active,
+            "status_display": run_status_display(run=run, alerts=active),
+        })
+    return rows
 
 
 def _percent(step: int, max_steps: int) -> int:
@@ -92,7 +102,7 @@ def _percent(step: int, max_steps: int) -> int:
 
 def _home(request: HttpRequest, demo_errors: list[str] | None = None) -> HttpResponse:
     run_mark_stale_interrupted()
-    runs = list(runs_visible_to(user=request.user).filter(owner=request.user)[:HOME_RUNS])
+    runs = list(runs_with_alerts(runs_visible_to(user=request.user).filter(owner=request.user))[:HOME_RUNS])
     return render(
         request,
         "home.html",
@@ -314,11 +324,14 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     charts = run_charts(series)
     rollouts = list(Rollout.objects.filter(run=run).order_by("-seq")[:PAGE_ROLLOUTS])
     progress = run_progress(run=run)
+    alerts = run_alerts(run=run)
     return render(
         request,
         "runs/run_detail.html",
         {
             "run": run,
+            "active_alerts": [alert for alert in alerts if alert["active"]],
+            "status_display": run_status_display(run=run, alerts=alerts),
             "progress": progress,
             "percent": _percent(run.step, run.max_steps),
             "elapsed": duration(progress["elapsed_seconds"]),
