@@ -51,11 +51,9 @@ class EnvironmentRejected(Exception):
 
 
 def _has_openreward_key(owner: AbstractBaseUser | None) -> bool:
-    from webapp.accounts.models import UserSecret
+    from webapp.accounts.secrets import user_secret_status
 
-    return owner is not None and UserSecret.objects.filter(
-        user=owner, name=UserSecret.Name.OPENREWARD_API_KEY
-    ).exists()
+    return owner is not None and user_secret_status(user=owner, name="openreward_api_key").is_set
 
 
 def docker_available() -> bool:
