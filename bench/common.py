@@ -22,7 +22,10 @@ def setup_django() -> None:
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     os.environ["DJANGO_SETTINGS_MODULE"] = "webapp.settings.local"
     os.environ["DATABASE_URL"] = f"sqlite:///{db}"
-    os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/8")
+    # Always the bench's own Redis database (the broker and channel layer): with the app's,
+    # a running lab's worker could take the benchmark's runs. The host may be given.
+    os.environ["REDIS_URL"] = _bench_redis(os.environ.get("ENVLAB_BENCH_REDIS_URL") or os.environ.get("REDIS_URL"))
+    os.environ.pop("CELERY_BROKER_URL", None)
     os.environ["ENVLAB_RUNS_DIR"] = str(BENCH_DIR / "runs")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["DEBUG"] = "0"
@@ -35,6 +38,14 @@ def setup_django() -> None:
     import redis
 
     redis.Redis.from_url(os.environ["REDIS_URL"]).flushdb()
+
+
+def _bench_redis(url: str | None, db: int = 8) -> str:
+    """`url`'s server (default 127.0.0.1:6379), database `db`."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url or "redis://127.0.0.1:6379/0")
+    return urlunsplit((parts.scheme or "redis", parts.netloc or "127.0.0.1:6379", f"/{db}", "", ""))
 
 
 def percentile(values: list[float], q: float) -> float:

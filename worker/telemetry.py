@@ -26,6 +26,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from webapp.runs.metric_keys import WALL_TIME_KEY
+
 log = logging.getLogger(__name__)
 
 Event = tuple[str, Any]
@@ -97,7 +99,10 @@ class TelemetrySink:
     # --- called from the training loop: constant time; waits only when the bound is hit --
 
     def metrics(self, step: int, values: dict[str, Any]) -> None:
-        self._put("metrics", (step, dict(values)))
+        values = dict(values)
+        # When the step was logged (epoch seconds): the run page's wall-time axis.
+        values.setdefault(WALL_TIME_KEY, time.time())
+        self._put("metrics", (step, values))
 
     def rollouts(self, rows: list[dict[str, Any]]) -> None:
         if rows:
@@ -139,7 +144,12 @@ class TelemetrySink:
                 self._unwritten_since = time.monotonic()
             self._count += weight
         self._events.append((kind, item))
-        self._wake.set()
+        # Rollouts are captured when a step's generation is scored and its metrics come when
+        # the step ends: they wait for those, one transaction and announcement for both,
+        # not two (half the writes and wake-ups beside the training loop). The wait is at
+        # most one step, or the heartbeat period, or until half the bound is used.
+        if kind != "rollouts" or self._count * 2 >= self.max_pending:
+            self._wake.set()
 
     def _wait_for_room(self) -> None:
         """Pause training until the flusher has written some events. Bounded: the wait ends
@@ -329,7 +339,7 @@ class TelemetrySink:
             del batch.events[:size]
             self._release(weight)
         if batch.checkpoint is not None:
-            run_checkpointed(run_id=self.run_id, lease_owner=self.lease_owner, step=batch.checkpoint)
+            self._notes += run_checkpointed(run_id=self.run_id, lease_owner=self.lease_owner, step=batch.checkpoint)
             batch.checkpoint = None
         self.stats["flushes"] += 1
 

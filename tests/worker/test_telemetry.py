@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from webapp.runs.live import run_group
+from webapp.runs.metric_keys import WALL_TIME_KEY
 from webapp.runs.models import MetricPoint, Rollout, Run
 from webapp.runs.services import run_claim
 from worker.telemetry import TelemetrySink
@@ -53,8 +56,13 @@ def test_events_are_stored_in_order_then_announced(claimed_run):
     sink.checkpoint(2)
     assert sink.close(timeout=10) is True
 
+    logged_at = dict(
+        MetricPoint.objects.filter(run=claimed_run, key=WALL_TIME_KEY).values_list("step", "value")
+    )
+    assert set(logged_at) == {1, 2} and all(abs(time.time() - t) < 60 for t in logged_at.values())
     rows = list(
         MetricPoint.objects.filter(run=claimed_run)
+        .exclude(key=WALL_TIME_KEY)
         .order_by("seq", "key")
         .values_list("seq", "step", "key", "value")
     )
@@ -80,11 +88,11 @@ def test_events_are_stored_in_order_then_announced(claimed_run):
         "type": "metrics",
         "seq": 1,
         "step": 1,
-        "values": {"reward": 0.5, "loss": 1.25},
+        "values": {"reward": 0.5, "loss": 1.25, WALL_TIME_KEY: logged_at[1]},
     }
     assert notes[1] == {"type": "rollouts", "seq": 2, "first_seq": 2, "count": 1, "step": 1}
     assert rollout.seq == 2
-    assert notes[2] == {"type": "metrics", "seq": 3, "step": 2, "values": {"reward": 0.75}}
+    assert notes[2] == {"type": "metrics", "seq": 3, "step": 2, "values": {"reward": 0.75, WALL_TIME_KEY: logged_at[2]}}
 
 
 def test_a_failing_database_write_is_retried_without_losing_events(claimed_run, monkeypatch):
@@ -137,7 +145,7 @@ def test_nul_characters_in_model_text_are_stored_and_nothing_after_is_held_back(
     assert sink.close(timeout=10) is True
     rollout = Rollout.objects.get(run=claimed_run)
     assert (rollout.env, rollout.messages) == ("echo\ufffd", [{"role": "assistant", "content": "a\ufffdb"}])
-    assert list(MetricPoint.objects.filter(run=claimed_run).order_by("step").values_list("step", "value")) == [
+    assert list(MetricPoint.objects.filter(run=claimed_run).exclude(key=WALL_TIME_KEY).order_by("step").values_list("step", "value")) == [
         (1, 0.0), (2, 1.0),
     ]
     assert sink.stats["db_errors"] == 0
@@ -152,7 +160,7 @@ def test_an_event_the_database_refuses_is_dropped_alone(claimed_run):
     sink.metrics(2, {"reward": 0.75})
     assert sink.close(timeout=20) is True
     assert list(Rollout.objects.filter(run=claimed_run).values_list("step", "reward")) == [(1, 0.5), (1, 0.25)]
-    assert list(MetricPoint.objects.filter(run=claimed_run).order_by("step").values_list("step", "value")) == [
+    assert list(MetricPoint.objects.filter(run=claimed_run).exclude(key=WALL_TIME_KEY).order_by("step").values_list("step", "value")) == [
         (1, 0.5), (2, 0.75),
     ]
     claimed_run.refresh_from_db()
