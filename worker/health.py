@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webapp.runs.config import AlertSettings
-
-ERROR_PREFIX = "{'error': "  # how TRL 1.16 shows a tool's exception to the model
+from webapp.runs.tool_metrics import tool_call_names, tool_results
 
 
 @dataclass(frozen=True)
@@ -67,23 +66,14 @@ class HealthMonitor:
         their tool results (TRL drops a result that would overrun max_completion_length, so
         a failure may show only in its aggregate `tools/failure_frequency`)."""
         for row in rollouts:
-            for message in row.get("messages") or []:
-                if not isinstance(message, dict):
-                    continue
-                if message.get("role") == "assistant":
-                    for call in message.get("tool_calls") or []:
-                        function = call.get("function") if isinstance(call, dict) else None
-                        if isinstance(function, dict):
-                            self._step_calls[str(function.get("name") or "unknown")[:64]] += 1
-                    continue
-                if message.get("role") != "tool":
-                    continue
-                name = str(message.get("name") or "unknown")[:64]
-                content = message.get("content")
-                if isinstance(content, str) and content.startswith(ERROR_PREFIX):
+            messages = row.get("messages")
+            for called in tool_call_names(messages):
+                self._step_calls[called[:64]] += 1
+            for result in tool_results(messages):
+                if result.error is not None:
+                    name = result.name[:64]
                     self._step_failures[name] += 1
-                    error = content[len(ERROR_PREFIX):].rstrip("}").strip().strip("'\"")
-                    self._step_errors.setdefault(name, Counter())[error[:200]] += 1
+                    self._step_errors.setdefault(name, Counter())[result.error[:200]] += 1
 
     def observe(self, step: int, logs: dict[str, Any]) -> list[Alert]:
         if not self.settings.enabled:

@@ -26,6 +26,7 @@ from webapp.catalog.netguard import check_outbound_url  # noqa: E402
 from webapp.runs.config import RunConfig  # noqa: E402
 from webapp.runs.models import Run  # noqa: E402
 from webapp.runs.services import model_folder_error, model_path, run_finish, run_rewind  # noqa: E402
+from worker import toolstats  # noqa: E402
 from worker.adapters import bind_adapter  # noqa: E402
 from worker.adapters.router import router_class  # noqa: E402
 from worker.datasets import episode_rows  # noqa: E402
@@ -50,15 +51,22 @@ class CapturingGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)
         sink = self.envlab_sink
-        if sink is not None:
+        if sink is not None or toolstats.COLLECTOR.active:
             try:
                 rows = self._envlab_rollouts(len(inputs))
-                sink.rollouts(rows)
+                # Calls TRL answered without a tool (an unknown name): only the transcripts show them.
+                toolstats.COLLECTOR.record_transcripts(rows, tool_names=self.envlab_tool_names())
+                if sink is not None:
+                    sink.rollouts(rows)
                 if self.envlab_health is not None:
                     self.envlab_health.tool_results(rows)
             except Exception:  # telemetry must never break training
                 log.exception("rollout capture failed")
         return output
+
+    def envlab_tool_names(self) -> list[str]:
+        """The names of the tools TRL offers the model (every environment's)."""
+        return [str(getattr(tool, "__name__", "")) for tool in self.tools or []]
 
     def _envlab_rollouts(self, n: int) -> list[dict[str, Any]]:
         logs = self._logs
@@ -114,11 +122,26 @@ class TelemetryCallback(TrainerCallback):
         self.health = health
         self.stop_reason: str | None = None
         self.stop_message = ""
+        self._tool_step: int | None = None
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
         if logs:
+            logs = self._with_tool_metrics(state.global_step, logs)
             self.sink.metrics(state.global_step, logs)
             self._check_health(state.global_step, logs, control)
+
+    def _with_tool_metrics(self, step: int, logs: dict[str, Any]) -> dict[str, Any]:
+        """`logs` with the step's per-tool counts (worker/toolstats.py). Not in the end-of-training
+        summary, logged at the last step again: its zeros would replace that step's counts."""
+        if "train_runtime" in logs or step == self._tool_step:
+            return logs
+        try:
+            counts = toolstats.COLLECTOR.drain()
+        except Exception:  # telemetry must never break training
+            log.exception("per-tool metrics failed at step %s", step)
+            return logs
+        self._tool_step = step
+        return {**logs, **counts} if counts else logs
 
     def _check_health(self, step: int, logs: dict[str, Any], control: Any) -> None:
         if self.health is None:
@@ -310,6 +333,7 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
         trainer = build_trainer(run, config, sink, output_dir)
         trainer.envlab_health = health
         trainer.add_callback(callback)
+        toolstats.COLLECTOR.start(tool_names=trainer.envlab_tool_names())
         started = time.perf_counter()
         trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         train_seconds = time.perf_counter() - started
@@ -325,6 +349,7 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
         log.exception("run %s failed", run_id)
         status, error = Run.Status.FAILED, _error_message(exc)
     finally:
+        toolstats.COLLECTOR.stop()
         flushed = sink.close(timeout=60)
         if not flushed:
             log.error("run %s: telemetry not fully written before the end", run_id)

@@ -9,9 +9,12 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from webapp.runs.tool_metrics import TRANSPORT_ERROR, safe_tool_name
+from worker import toolstats
 from worker.adapters.loop import LoopClient
 
 log = logging.getLogger(__name__)
@@ -53,14 +56,22 @@ def _clipped_error(exc: Exception) -> Exception:
 
 
 def _clipping(func: Callable[..., Any]) -> Callable[..., Any]:
+    # Every tool call passes here: counted per tool (worker/toolstats.py), reset is not a tool.
+    counted = safe_tool_name(func.__name__) if func.__name__ != "reset" else None
+
     @functools.wraps(func)  # TRL describes the tool from the name, docstring and signature
     def clipped(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
         try:
             result = func(*args, **kwargs)
         except Exception as exc:
+            if counted is not None:
+                toolstats.record_failure(counted, time.perf_counter() - started, exc)
             if len(str(exc)) <= _limit("ENVLAB_MAX_TOOL_TEXT", DEFAULT_MAX_TOOL_TEXT):
                 raise
             raise _clipped_error(exc) from None  # TRL hands str(exc) to the model
+        if counted is not None:
+            toolstats.record(counted, time.perf_counter() - started, None)
         return clip_tool_text(result) if isinstance(result, str) else result
 
     clipped.__envlab_clipped__ = True  # type: ignore[attr-defined]
@@ -102,6 +113,8 @@ LOST_MESSAGE = "The episode was lost when the environment restarted; this rollou
 
 class EpisodeLost(RuntimeError):
     """The server no longer holds this episode (it restarted): the rollout is unscored."""
+
+    envlab_error_class = TRANSPORT_ERROR  # unless tagged with the failed call's own class
 
 
 class EnvironmentAtCapacity(RuntimeError):
@@ -188,7 +201,8 @@ class OpenEnvAdapter(ClipsToolText):
                 self.lost = True
                 self.lost_reason = f"step failed ({type(exc).__name__}: {str(exc)[:200]}) and {gone}"
                 log.warning("%s: episode %s lost: %s", self.env_name, self._episode_id, self.lost_reason)
-                raise EpisodeLost(LOST_MESSAGE) from None
+                # Counted as what happened to the call (a timeout stays a timeout).
+                raise toolstats.tag(EpisodeLost(LOST_MESSAGE), toolstats.error_class(exc)) from None
             raise
         metadata = result.observation.metadata or {}
         self._steps += 1

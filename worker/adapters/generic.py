@@ -48,6 +48,8 @@ from functools import cache
 from typing import Any, ClassVar, Literal, Optional, Union
 
 from webapp.catalog import netguard
+from webapp.runs.tool_metrics import ERROR_CLASSES, EXECUTION_ERROR, UNKNOWN_TOOL
+from worker import toolstats
 from worker.adapters.base import LOST_MESSAGE, EpisodeLost, OpenEnvAdapter
 
 log = logging.getLogger(__name__)
@@ -451,7 +453,9 @@ def _mcp_call(
         text, failed = _tool_result_text(result.observation.fields)
         if failed:
             adapter.tool_failures += 1
-            raise RuntimeError(text or f"{tool_name} failed")
+            raise toolstats.tag(
+                RuntimeError(text or f"{tool_name} failed"), _tool_error_class(result.observation.fields)
+            )
         if result.done:  # tell the model to stop; the reward when the server gave one
             reward = "" if result.reward is None else f"\nreward: {result.reward}"
             text = f"{text}{reward}\ndone: true"
@@ -607,6 +611,14 @@ def _tool_result_text(fields: Mapping[str, Any]) -> tuple[str, bool]:
             value = result[key]
             return (value if isinstance(value, str) else _compact(value)), failed
     return "", failed
+
+
+def _tool_error_class(fields: Mapping[str, Any]) -> str:
+    """A failed ``CallToolObservation``'s class: the server's own ``error.error_type``
+    (OpenEnv's MCP taxonomy) where it names one; a tool's ``is_error`` result ran and failed."""
+    error = fields.get("error")
+    kind = error.get("error_type") if isinstance(error, dict) else None
+    return str(kind) if kind in ERROR_CLASSES and kind != UNKNOWN_TOOL else EXECUTION_ERROR
 
 
 def _docstring(summary: str, args: list[tuple[str, str]], returns: str) -> str:

@@ -31,6 +31,14 @@ from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
 
 from webapp.catalog import netguard
+from webapp.runs.tool_metrics import (
+    EXECUTION_ERROR,
+    INVALID_ARGS,
+    TIMEOUT,
+    TOOL_NOT_FOUND,
+    TRANSPORT_ERROR,
+)
+from worker import toolstats
 from worker.adapters.base import ClipsToolText, EpisodeLost, clip_tool_text
 
 log = logging.getLogger(__name__)
@@ -498,7 +506,8 @@ class OrsAdapter(ClipsToolText):
             if exc.reason == "episode_finished":
                 self.done = True
                 raise RuntimeError("Game over.") from None
-            raise ValueError(exc.detail[:MAX_ERROR_CHARS]) from None
+            refused = ValueError(exc.detail[:MAX_ERROR_CHARS])
+            raise toolstats.tag(refused, _REFUSAL_CLASSES.get(exc.reason, INVALID_ARGS)) from None
         except Exception as exc:
             # 404/410 (the server forgot the session: it restarted), transport failure,
             # timeout, or a tool that crashed server-side (the SDK kills the session).
@@ -510,9 +519,10 @@ class OrsAdapter(ClipsToolText):
                 self._task_index,
                 target.describe_error(exc),
             )
-            raise EpisodeLost(
+            lost = EpisodeLost(
                 f"The ORS session was lost ({target.describe_error(exc)}); this rollout is unscored."
-            ) from exc
+            )
+            raise toolstats.tag(lost, _lost_call_class(exc)) from exc
         reward = None if out.reward is None else float(out.reward)
         self.rewards.append(reward)
         if reward is not None:
@@ -541,6 +551,28 @@ class OrsAdapter(ClipsToolText):
             self._close()
         except Exception:  # never raise from a finaliser
             pass
+
+
+# Why the SDK refused a call (openreward.api.errors.ToolCallErrorReason), as error classes.
+_REFUSAL_CLASSES = {"not_found": TOOL_NOT_FOUND, "name_collision": EXECUTION_ERROR}
+
+
+def _lost_call_class(exc: BaseException) -> str:
+    """The class of a call that lost its session: the SDK's exception says what happened."""
+    from openreward.api.errors import (
+        HeartbeatTimeoutError,
+        SessionTerminatedError,
+        ToolFailed,
+        TransportError,
+    )
+
+    if isinstance(exc, ToolFailed):  # the tool ran on the server and raised
+        return EXECUTION_ERROR
+    if isinstance(exc, HeartbeatTimeoutError):
+        return TIMEOUT
+    if isinstance(exc, TransportError | SessionTerminatedError):  # the server forgot the session
+        return TRANSPORT_ERROR
+    return toolstats.error_class(exc)  # our timeout, a connection refused
 
 
 def _row_text(row: Mapping[str, Any]) -> str:
