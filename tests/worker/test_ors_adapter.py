@@ -37,7 +37,7 @@ GUESS_SCHEMA = {
             },
             "required": ["number"],
         },
-        "return": {"type": "string"},
+        "return": {"type": "string", "description": "The tool's result as text."},
     },
 }
 
@@ -174,7 +174,7 @@ def test_one_typed_tool_per_ors_tool(
             },
             "required": ["message"],
         },
-        "return": {"type": "string"},
+        "return": {"type": "string", "description": "The tool's result as text."},
     }
     assert (
         adapter.reward,
@@ -217,8 +217,8 @@ def test_tool_schemas_from_json_schema() -> None:
     )
     method = _tool_method(spec)
     assert str(inspect.signature(method)) == (
-        "(self, square: str, piece: str, capture: bool, path: list, count: int, "
-        "note: str | None = None, speed: float = 1.5) -> str"
+        "(self, square: str, piece: Literal['king', 'queen'], capture: bool, path: list[int], count: int, "
+        "note: Optional[str] = None, speed: float = 1.5) -> str"
     )
     assert get_json_schema(method)["function"] == {
         "name": "move",
@@ -233,14 +233,14 @@ def test_tool_schemas_from_json_schema() -> None:
                     "description": "Which piece.",
                 },
                 "capture": {"type": "boolean", "description": "Take a piece there."},
-                "path": {"type": "array", "description": "Squares."},
+                "path": {"type": "array", "items": {"type": "integer"}, "description": "Squares."},
                 "count": {"type": "integer", "description": "How many."},
                 "note": {"type": "string", "nullable": True, "description": "Note"},
                 "speed": {"type": "number", "description": "How fast."},
             },
             "required": ["square", "piece", "capture", "path", "count"],
         },
-        "return": {"type": "string"},
+        "return": {"type": "string", "description": "The tool's result as text."},
     }
 
 
@@ -250,7 +250,8 @@ def test_tool_schemas_from_json_schema() -> None:
         ("reset", None, r"^ORS tool name 'reset' cannot be a Python method"),
         ("lost", None, r"^ORS tool name 'lost' cannot be a Python method"),
         ("go-left", None, r"^ORS tool name 'go-left' cannot be a Python method"),
-        ("move", {"properties": {"to": {"$ref": "#/$defs/Square"}}}, r"^ORS tool 'move': argument 'to' has an unsupported JSON schema"),
+        ("move", {"properties": ["to"]}, r"^ORS tool 'move' has a malformed input schema$"),
+        ("move", {"properties": {"to": "a square"}}, r"^property 'to' has a malformed schema$"),
         ("move", {"properties": {"class": {"type": "string"}}}, r"^ORS tool 'move': argument name 'class' cannot be a Python parameter$"),
     ],
 )  # fmt: skip

@@ -33,9 +33,7 @@ describes them; nothing is ``eval``-ed or ``exec``-ed.
 from __future__ import annotations
 
 import http.client
-import inspect
 import json
-import keyword
 import logging
 import re
 import sys
@@ -45,12 +43,20 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, ClassVar, Literal, Optional, Union
+from typing import Any, ClassVar, Literal
 
 from webapp.catalog import netguard
 from webapp.runs.tool_metrics import ERROR_CLASSES, EXECUTION_ERROR, UNKNOWN_TOOL
 from worker import toolstats
 from worker.adapters.base import LOST_MESSAGE, EpisodeLost, OpenEnvAdapter
+from worker.adapters.typed_tools import (
+    docstring,
+    identifier,
+    make_tool,
+    one_line,
+    typed_parameters,
+    unique,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +69,6 @@ MCP_ACTION_TYPES = frozenset({"call_tool", "list_tools"})
 
 _OUTCOME_KEYS = frozenset({"reward", "done", "metadata"})
 _BOOKKEEPING_KEYS = frozenset({"episode_id", "step_count"})
-_SCALAR_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
 # Names TRL would not offer as tools or that an adapter instance already uses.
 _TAKEN_NAMES = frozenset(
     {"reset", "get_reward", "reward", "lost", "done", "tool_calls", "tool_failures"}
@@ -185,7 +190,7 @@ def classic_adapter_class(
     defs = action.get("$defs") or {}
     fixed = {name: prop["const"] for name, prop in fields.items() if "const" in prop}
     open_fields = {name: prop for name, prop in fields.items() if "const" not in prop}
-    parameters, wire_names, arg_docs = _parameters(
+    parameters, wire_names, arg_docs = typed_parameters(
         open_fields, set(action.get("required") or ()), defs
     )
 
@@ -193,10 +198,10 @@ def classic_adapter_class(
     tool_name = _snake(title.removesuffix("Action"))
     if not tool_name or tool_name in _TAKEN_NAMES:
         tool_name = f"{_snake(env_name) or 'env'}_step"
-    summary = _one_line(str(action.get("description") or f"Act in the {env_name} environment."))
+    summary = one_line(str(action.get("description") or f"Act in the {env_name} environment."))
     if description.strip():
-        summary = f"{summary} {_one_line(description)}"
-    doc = _docstring(
+        summary = f"{summary} {one_line(description)}"
+    doc = docstring(
         summary,
         arg_docs,
         "The observation as text, with the reward and whether the episode is done.",
@@ -213,7 +218,7 @@ def classic_adapter_class(
         return "\n".join(lines)
 
     class_name = f"{_camel(env_name)}ClassicAdapter"
-    tool = _make_tool(tool_name, f"{class_name}.{tool_name}", doc, parameters, call)
+    tool = make_tool(tool_name, f"{class_name}.{tool_name}", doc, parameters, call)
     return _adapter_type(class_name, base_url, env_name, reset_keys, {tool_name: tool})
 
 
@@ -249,14 +254,14 @@ def mcp_adapter_class(
     methods: dict[str, Callable[..., str]] = {}
     names = _method_names([raw_name for raw_name, _, _ in checked])
     for (raw_name, schema, description), name in zip(checked, names, strict=True):
-        parameters, wire_names, arg_docs = _parameters(
+        parameters, wire_names, arg_docs = typed_parameters(
             schema.get("properties") or {},
             set(schema.get("required") or ()),
             schema.get("$defs") or {},
         )
-        summary = _one_line(description or f"Call the {raw_name} tool.")
-        doc = _docstring(summary, arg_docs, "The tool's result as text.")
-        methods[name] = _make_tool(
+        summary = one_line(description or f"Call the {raw_name} tool.")
+        doc = docstring(summary, arg_docs, "The tool's result as text.")
+        methods[name] = make_tool(
             name, f"{class_name}.{name}", doc, parameters, _mcp_call(raw_name, wire_names)
         )
     return _adapter_type(class_name, base_url, env_name, reset_keys, methods)
@@ -411,33 +416,6 @@ def _adapter_type(
     return type(class_name, (_GenericAdapter,), namespace)
 
 
-def _make_tool(
-    name: str,
-    qualname: str,
-    doc: str,
-    parameters: list[inspect.Parameter],
-    call: Callable[[Any, dict[str, Any]], str],
-) -> Callable[..., str]:
-    self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    signature = inspect.Signature([self_parameter, *parameters], return_annotation=str)
-
-    def tool(self: Any, *args: Any, **kwargs: Any) -> str:
-        try:
-            bound = signature.bind(self, *args, **kwargs)
-        except TypeError as exc:  # the model named an argument that does not exist, or left one out
-            self.tool_calls += 1
-            self.tool_failures += 1
-            raise TypeError(f"{name}: {exc}") from None
-        # Only what the model gave: the server applies its own defaults.
-        return call(self, {key: value for key, value in bound.arguments.items() if key != "self"})
-
-    tool.__name__ = name
-    tool.__qualname__ = qualname
-    tool.__doc__ = doc
-    tool.__signature__ = signature  # type: ignore[attr-defined]
-    tool.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": str}
-    return tool
-
 
 def _mcp_call(
     tool_name: str, wire_names: Mapping[str, str]
@@ -467,85 +445,7 @@ def _mcp_call(
 # --- JSON schema -> Python signature --------------------------------------------------------
 
 
-def _parameters(
-    properties: Mapping[str, Any], required: set[str], defs: Mapping[str, Any]
-) -> tuple[list[inspect.Parameter], dict[str, str], list[tuple[str, str]]]:
-    """Keyword-only parameters (so defaults may come in any order), their wire names, docs."""
-    parameters: list[inspect.Parameter] = []
-    wire_names: dict[str, str] = {}
-    docs: list[tuple[str, str]] = []
-    for wire_name, prop in properties.items():
-        if not isinstance(prop, Mapping):
-            raise ValueError(f"property {wire_name!r} has a malformed schema")
-        name = _unique(_identifier(wire_name, fallback="arg"), {"self", *wire_names})
-        annotation = _python_type(prop, defs)
-        if wire_name in required:
-            default: Any = inspect.Parameter.empty
-        else:
-            default = prop.get("default")
-            if default is None:
-                annotation = Optional[annotation]  # noqa: UP045 (works for Literal and Any too)
-        parameters.append(
-            inspect.Parameter(
-                name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
-            )
-        )
-        wire_names[name] = wire_name
-        resolved = _resolve(prop, defs)
-        text = resolved.get("description") or resolved.get("title") or wire_name
-        docs.append((name, _one_line(str(text))))
-    return parameters, wire_names, docs
 
-
-def _python_type(prop: Mapping[str, Any], defs: Mapping[str, Any], depth: int = 0) -> Any:
-    if depth > 8:  # a recursive schema: describe the rest as anything
-        return Any
-    prop = _resolve(prop, defs)
-    values: list[Any] = []
-    if isinstance(prop.get("enum"), list):
-        values = prop["enum"]
-    elif "const" in prop:
-        values = [prop["const"]]
-    if values and all(v is None or isinstance(v, str | int | float | bool) for v in values):
-        return Literal.__getitem__(tuple(values))
-    union = prop.get("anyOf") or prop.get("oneOf")
-    json_type = prop.get("type")
-    if isinstance(json_type, list):
-        union = [{**prop, "type": t} for t in json_type]
-    if isinstance(union, list) and union:
-        members = [m for m in union if not (isinstance(m, Mapping) and m.get("type") == "null")]
-        types = list(
-            dict.fromkeys(
-                _python_type(m, defs, depth + 1) for m in members if isinstance(m, Mapping)
-            )
-        )
-        if not types:
-            return type(None)
-        merged = types[0] if len(types) == 1 else Union.__getitem__(tuple(types))
-        return Optional[merged] if len(members) < len(union) else merged  # noqa: UP045
-    if json_type in _SCALAR_TYPES:
-        return _SCALAR_TYPES[json_type]
-    if json_type == "array":
-        items = prop.get("items")
-        return (
-            list[_python_type(items, defs, depth + 1)]
-            if isinstance(items, Mapping) and items
-            else list
-        )
-    if json_type == "object":
-        return dict[str, Any]
-    if json_type == "null":
-        return type(None)
-    return Any
-
-
-def _resolve(prop: Mapping[str, Any], defs: Mapping[str, Any]) -> Mapping[str, Any]:
-    ref = prop.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        target = defs.get(ref.removeprefix("#/$defs/"))
-        if isinstance(target, Mapping):
-            return {**target, **{k: v for k, v in prop.items() if k != "$ref"}}
-    return prop
 
 
 def _is_mcp_action(action: Mapping[str, Any]) -> bool:
@@ -621,39 +521,18 @@ def _tool_error_class(fields: Mapping[str, Any]) -> str:
     return str(kind) if kind in ERROR_CLASSES and kind != UNKNOWN_TOOL else EXECUTION_ERROR
 
 
-def _docstring(summary: str, args: list[tuple[str, str]], returns: str) -> str:
-    lines = [summary]
-    if args:
-        lines += ["", "Args:", *(f"    {name}: {text}" for name, text in args)]
-    return "\n".join([*lines, "", "Returns:", f"    {returns}"])
-
-
-def _one_line(text: str) -> str:
-    """Docstring-safe text: one line, no section header or ``(choices: ...)`` for TRL to misparse."""
-    text = " ".join(text.split())
-    text = re.sub(r"\b(Args|Returns|Raises)\s*:", r"\1 -", text)
-    return re.sub(r"\(choices\s*:", "(choices -", text, flags=re.IGNORECASE)
 
 
 def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def _identifier(raw: str, *, fallback: str) -> str:
-    """A public Python identifier (ASCII) from any name: TRL hides names starting with ``_``."""
-    text = re.sub(r"_+", "_", re.sub(r"[^0-9A-Za-z_]", "_", raw)).strip("_")
-    if not text:
-        return fallback
-    if text[0].isdigit():
-        text = f"{fallback}_{text}"
-    return f"{text}_" if keyword.iskeyword(text) else text
-
 
 def _method_names(raw_names: Sequence[str]) -> list[str]:
     """Method names for tools: valid public names stay; the others are mended around them."""
 
     def usable(raw: str) -> bool:
-        return raw == _identifier(raw, fallback="tool") and raw not in _TAKEN_NAMES
+        return raw == identifier(raw, fallback="tool") and raw not in _TAKEN_NAMES
 
     taken = {raw for raw in raw_names if usable(raw)}
     names: list[str] = []
@@ -661,21 +540,15 @@ def _method_names(raw_names: Sequence[str]) -> list[str]:
         if usable(raw) and raw not in names:
             names.append(raw)
             continue
-        name = _identifier(raw, fallback="tool")
+        name = identifier(raw, fallback="tool")
         name = f"{name}_tool" if name in _TAKEN_NAMES else name
-        names.append(_unique(name, taken | set(names)))
+        names.append(unique(name, taken | set(names)))
     return names
 
 
-def _unique(name: str, taken: Mapping[str, Any] | set[str]) -> str:
-    candidate, n = name, 2
-    while candidate in taken:
-        candidate, n = f"{name}_{n}", n + 1
-    return candidate
-
 
 def _snake(text: str) -> str:
-    return _identifier(re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", text), fallback="").lower()
+    return identifier(re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", text), fallback="").lower()
 
 
 def _camel(text: str) -> str:

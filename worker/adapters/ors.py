@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import inspect
 import json
 import keyword
 import logging
@@ -40,6 +39,7 @@ from webapp.runs.tool_metrics import (
 )
 from worker import toolstats
 from worker.adapters.base import ClipsToolText, EpisodeLost, clip_tool_text
+from worker.adapters.typed_tools import docstring, make_tool, one_line, typed_parameters
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +50,6 @@ RESERVED_NAMES = frozenset(
     {"reset", "get_reward", "reward", "rewards", "lost", "done", "tool_calls", "tool_failures"}
     | {"env_name", "base_url", "split", "splits", "tool_names"}
 )
-_JSON_TYPES: dict[str, type] = {
-    "string": str, "integer": int, "number": float, "boolean": bool, "array": list, "object": dict,
-}  # fmt: skip
 _ENV_NAME = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)?$")
 _DOC_SECTION = re.compile(r"(Args:|Returns:|Raises:)")
 SETUP_TIMEOUT_S = 120.0  # open/close a session, list tools or tasks
@@ -328,36 +325,9 @@ def _served_environments(base_url: str) -> list[str] | None:
 # --- tool methods from JSON schemas ----------------------------------------------------
 
 
-def _annotation(tool: str, arg: str, prop: Mapping[str, Any]) -> Any:
-    """string/integer/number/boolean/array/object, optionally nullable (``anyOf`` with null)."""
-    options = prop.get("anyOf") or prop.get("oneOf")
-    kinds: list[Any] = options if options else [prop]
-    types = [k["type"] for k in kinds if isinstance(k, Mapping) and "type" in k]
-    if len(types) == 1 and isinstance(types[0], list):
-        types = list(types[0])
-    if not types and prop.get("enum"):  # a bare enum, as pydantic writes a Literal
-        values = prop["enum"]
-        if all(isinstance(v, str) for v in values):
-            types = ["string"]
-        elif all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-            types = ["integer"]
-    nullable = "null" in types
-    concrete = [t for t in types if t != "null"]
-    if len(concrete) != 1 or concrete[0] not in _JSON_TYPES:
-        raise ValueError(
-            f"ORS tool {tool!r}: argument {arg!r} has an unsupported JSON schema {dict(prop)!r}; "
-            "supported: string, integer, number, boolean, array, object (optionally nullable)"
-        )
-    python_type = _JSON_TYPES[concrete[0]]
-    return python_type | None if nullable else python_type
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
 def _tool_method(spec: Any) -> Callable[..., str]:
-    """A method with the tool's name, typed signature and Google-style docstring, so that
+    """A method with the tool's own name and argument names, typed from its input schema
+    (worker/adapters/typed_tools.py, as the generic adapters are), so that
     ``transformers.utils.get_json_schema`` (what TRL shows the model) describes it exactly."""
     name = spec.name
     if (
@@ -370,52 +340,21 @@ def _tool_method(spec: Any) -> Callable[..., str]:
             f"ORS tool name {name!r} cannot be a Python method (or shadows an adapter attribute)"
         )
     schema = spec.input_schema or {}
-    properties: Mapping[str, Any] = schema.get("properties") or {}
-    required = set(schema.get("required") or [])
-    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    annotations: dict[str, Any] = {}
-    arg_docs: list[str] = []
-    ordered = [p for p in properties if p in required] + [
-        p for p in properties if p not in required
-    ]
-    for arg in ordered:
-        prop = properties[arg]
-        if not arg.isidentifier() or keyword.iskeyword(arg) or arg == "self":
-            raise ValueError(
-                f"ORS tool {name!r}: argument name {arg!r} cannot be a Python parameter"
-            )
-        annotations[arg] = _annotation(name, arg, prop)
-        default = inspect.Parameter.empty if arg in required else prop.get("default")
-        parameters.append(
-            inspect.Parameter(
-                arg,
-                inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                default=default,
-                annotation=annotations[arg],
-            )
-        )
-        description = _one_line(prop.get("description") or prop.get("title") or arg)
-        if prop.get("enum"):
-            description += f" (choices: {json.dumps(list(prop['enum']))})"
-        arg_docs.append(f"    {arg}: {description}")
-    summary = _DOC_SECTION.split(spec.description or "")[0].strip() or f"Call the {name} tool."
-    signature = inspect.Signature(parameters, return_annotation=str)
+    if not isinstance(schema, Mapping) or not isinstance(schema.get("properties") or {}, Mapping):
+        raise ValueError(f"ORS tool {name!r} has a malformed input schema")
+    parameters, _, arg_docs = typed_parameters(
+        schema.get("properties") or {},
+        set(schema.get("required") or []),
+        schema.get("$defs") or {},
+        exact_names=f"ORS tool {name!r}",
+    )
+    summary = one_line(_DOC_SECTION.split(spec.description or "")[0].strip() or f"Call the {name} tool.")
+    doc = docstring(summary, arg_docs, "The tool's result as text.")
 
-    def method(self: OrsAdapter, *args: Any, **kwargs: Any) -> str:
-        try:
-            bound = signature.bind(self, *args, **kwargs)
-        except TypeError as exc:
-            self.tool_calls += 1
-            self.tool_failures += 1
-            raise TypeError(f"{name}: {exc}") from None
-        arguments = {k: v for k, v in bound.arguments.items() if k != "self"}
-        return self._call_tool(name, arguments)
+    def call(adapter: OrsAdapter, arguments: dict[str, Any]) -> str:
+        return adapter._call_tool(name, arguments)
 
-    method.__name__ = name
-    method.__doc__ = summary + ("\n\nArgs:\n" + "\n".join(arg_docs) if arg_docs else "")
-    method.__signature__ = signature  # type: ignore[attr-defined]
-    method.__annotations__ = {**annotations, "return": str}
-    return method
+    return make_tool(name, name, doc, parameters, call)
 
 
 # --- the adapter -----------------------------------------------------------------------
