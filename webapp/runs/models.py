@@ -79,6 +79,40 @@ class MetricPoint(models.Model):
         ]
 
 
+class MetricTier(models.Model):
+    """One key's lowest and highest point over the steps [start, start + width), a block of
+    a downsampled series kept so that a long run's chart reads few rows
+    (webapp/runs/metric_tiers.py). A cache of MetricPoint: made on read, dropped where the
+    points it was made of change."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_tiers")
+    key = models.CharField(max_length=120)
+    width = models.PositiveIntegerField()
+    start = models.PositiveIntegerField()
+    min_step = models.PositiveIntegerField()
+    min_value = models.FloatField()
+    max_step = models.PositiveIntegerField()
+    max_value = models.FloatField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "key", "width", "start"], name="metric_tier_unique_block")
+        ]
+
+
+class MetricTierMark(models.Model):
+    """How far one key's tiers go: complete and true below `through_step`, as of the points
+    up to the run's `seq` (a later point below the mark is a replaced step)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_tier_marks")
+    key = models.CharField(max_length=120)
+    through_step = models.PositiveIntegerField()
+    seq = models.PositiveBigIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "key"], name="metric_tier_mark_unique_key")]
+
+
 class Rollout(models.Model):
     """One completed episode: the full multi-turn transcript and its scores."""
 
