@@ -1,7 +1,10 @@
 """WebSocket /ws/runs/<id>/: authorise, join the run's group, send a snapshot, relay events.
 
 Messages are small notifications; the page reads state over REST and uses `seq` to
-detect what it missed.
+detect what it missed. Besides the telemetry notes ("metrics", "rollouts", numbered by
+`seq`), "status" and "facts" notes say that the run's status, facts (worker, attempts,
+checkpoint...) or events changed (webapp.runs.selectors.run_live_note): the page re-reads
+them, and re-reads them all on every snapshot, so a missed one is made good on reconnect.
 
 Access is checked at connect and again every `recheck_seconds`: a socket whose user logged
 out, was deactivated or can no longer see the run (webapp.runs.selectors) is closed with
@@ -19,7 +22,12 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from webapp.accounts.socket_auth import socket_user
 from webapp.runs.live import run_group
-from webapp.runs.selectors import run_progress, runs_visible_to
+from webapp.runs.selectors import (
+    run_last_event_id,
+    run_progress,
+    run_status_display,
+    runs_visible_to,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +46,10 @@ def _snapshot(user: Any, run_id: int) -> dict[str, Any] | None:
     run = runs_visible_to(user=user).filter(pk=run_id).first()
     if run is None:
         return None
+    # `event`: the newest run event, so the page knows which events it already lists.
     return {
         "type": "snapshot", "seq": run.last_seq, "run": run.pk, "status": run.status,
+        "status_display": run_status_display(run=run), "event": run_last_event_id(run_id=run.pk),
         "error": run.error, **run_progress(run=run),
     }
 

@@ -8,6 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 from django.db.models import Prefetch, QuerySet
 
+from webapp.runs import metric_tiers
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 
 
@@ -38,9 +39,9 @@ RUN_CHANGE_REFUSAL = (
 
 
 def run_metric_keys(*, run: Run) -> list[str]:
-    return list(
-        MetricPoint.objects.filter(run=run).values_list("key", flat=True).distinct().order_by("key")
-    )
+    """The keys a run logged that can be charted, sorted; keys starting with "_" (such as
+    the step's wall time) are the lab's bookkeeping and left out."""
+    return sorted(key for key in _metric_keys_logged(run_id=run.pk) if not key.startswith("_"))
 
 
 def run_metric_series(
@@ -48,20 +49,31 @@ def run_metric_series(
 ) -> dict[str, list[list[float]]]:
     """Each key's non-null points as `[step, value]`, by step, at most max_points of them.
 
-    A longer series is cut into step buckets, each keeping its lowest and its highest point
-    where they occur, plus the series' first and last point: a one-step spike on a 100k-step
-    run still shows. The buckets are picked in SQL on the (run, key, step, value) index, so
-    no more than the returned points reach Python, whatever the run's length (security
-    review L2). Keys are listed by the database's order; unknown keys are left out.
+    A longer series is cut into aligned step buckets (`metric_tiers.bucket_width`: as many
+    as (max_points - 2) // 2 allow, of width 2**j or 3 * 2**j), each keeping its lowest and
+    its highest point where they occur, plus the series' first and last point: a one-step
+    spike on a 100k-step run still shows. Buckets of 16 steps or more are read from
+    pre-aggregated tiers (metric_tiers.py), made on read for the blocks below the key's
+    newest step, so a read touches about max_points rows per key whatever the run's length
+    (security review L2) and the training write path does no extra work. Keys are listed
+    by the database's order; unknown keys are left out.
     """
     wanted = sorted(set(keys)) if keys else _metric_keys_logged(run_id=run.pk)
-    series: dict[str, list[list[float]]] = {}
+    found: dict[str, list[tuple[int, float]]] = {}
     with connection.cursor() as cursor:
-        for key in wanted:
-            points = _metric_points(cursor, run_id=run.pk, key=key, max_points=max_points)
-            if points:
-                series[key] = [[step, value] for step, value in points]
-    return series
+        if max_points < 4:
+            for key in wanted:
+                found[key] = _metric_points(cursor, run_id=run.pk, key=key, max_points=max_points)
+        else:
+            ends = _metric_ends(cursor, run_id=run.pk, keys=wanted, max_points=max_points)
+            longer = {key: (first, last) for key, (counted, first, last) in ends.items() if counted > max_points}
+            found.update(_metric_points_of(cursor, run_id=run.pk, keys=[k for k in ends if k not in longer]))
+            if longer:
+                state = metric_tiers.TierState(run_id=run.pk, keys=list(longer))
+                found.update(
+                    metric_tiers.series_many(cursor, state=state, ends=longer, buckets=(max_points - 2) // 2)
+                )
+    return {key: [[step, value] for step, value in found[key]] for key in wanted if found.get(key)}
 
 
 def _metric_sql(sql: str) -> str:
@@ -90,58 +102,71 @@ def _metric_keys_logged(*, run_id: int) -> list[str]:
         return [key for (key,) in cursor.fetchall()]
 
 
-def _metric_points(
-    cursor: Any, *, run_id: int, key: str, max_points: int
-) -> list[tuple[int, float]]:
-    of_key = "run_id = %s AND {key} = %s AND {value} IS NOT NULL"
+_OF_KEY = "run_id = %s AND {key} = %s AND {value} IS NOT NULL"
+
+
+def _metric_longer_than(cursor: Any, *, run_id: int, key: str, max_points: int) -> bool:
+    """Whether the key has more than max_points points, counting no further than that."""
     cursor.execute(
-        _metric_sql(f"SELECT COUNT(*) FROM (SELECT 1 FROM {{table}} WHERE {of_key} LIMIT %s) head"),
+        _metric_sql(f"SELECT COUNT(*) FROM (SELECT 1 FROM {{table}} WHERE {_OF_KEY} LIMIT %s) head"),
         [run_id, key, max_points + 1],
     )
     (counted,) = cursor.fetchone()
-    if counted <= max_points:
+    return counted > max_points
+
+
+_KEYS_A_STATEMENT = 100  # one SELECT a key: under SQLite's 500 in one compound statement
+
+
+def _metric_ends(
+    cursor: Any, *, run_id: int, keys: list[str], max_points: int
+) -> dict[str, tuple[int, tuple[int, float], tuple[int, float]]]:
+    """(points counted up to max_points + 1, first point, last point) of each key that has
+    points, in one round trip a hundred keys."""
+    one = (
+        f"SELECT {{index}}, (SELECT COUNT(*) FROM (SELECT 1 FROM {{table}} WHERE {_OF_KEY} LIMIT %s) head),"
+        " f.step, f.{value}, l.step, l.{value} FROM"
+        f" (SELECT step, {{value}} FROM {{table}} WHERE {_OF_KEY} ORDER BY step LIMIT 1) f,"
+        f" (SELECT step, {{value}} FROM {{table}} WHERE {_OF_KEY} ORDER BY step DESC LIMIT 1) l"
+    )
+    ends = {}
+    for offset in range(0, len(keys), _KEYS_A_STATEMENT):
+        chunk = keys[offset:offset + _KEYS_A_STATEMENT]
         cursor.execute(
-            _metric_sql(f"SELECT step, {{value}} FROM {{table}} WHERE {of_key} ORDER BY step"),
-            [run_id, key],
+            _metric_sql(" UNION ALL ".join(one.replace("{index}", str(i)) for i in range(len(chunk)))),
+            [v for key in chunk for v in (run_id, key, max_points + 1, run_id, key, run_id, key)],
         )
-        return cursor.fetchall()
-    if max_points < 4:
+        for index, counted, first_step, first_value, last_step, last_value in cursor.fetchall():
+            ends[chunk[index]] = (counted, (first_step, first_value), (last_step, last_value))
+    return ends
+
+
+def _metric_points_of(cursor: Any, *, run_id: int, keys: list[str]) -> dict[str, list[tuple[int, float]]]:
+    """Every point of these keys (each fits in max_points), in one round trip."""
+    found: dict[str, list[tuple[int, float]]] = {}
+    if not keys:
+        return found
+    cursor.execute(
+        _metric_sql(
+            "SELECT {key}, step, {value} FROM {table} WHERE run_id = %s AND {value} IS NOT NULL"
+            f" AND {{key}} IN ({', '.join(['%s'] * len(keys))}) ORDER BY {{key}}, step"
+        ),
+        [run_id, *keys],
+    )
+    for key, step, value in cursor.fetchall():
+        found.setdefault(key, []).append((step, value))
+    return found
+
+
+def _metric_points(
+    cursor: Any, *, run_id: int, key: str, max_points: int
+) -> list[tuple[int, float]]:
+    """A series that fits in max_points as it is, or fewer than 4 points of a longer one."""
+    if max_points < 4 and _metric_longer_than(cursor, run_id=run_id, key=key, max_points=max_points):
         return _metric_points_spread(cursor, run_id=run_id, key=key, max_points=max_points)
     cursor.execute(
-        _metric_sql(
-            f"SELECT (SELECT step FROM {{table}} WHERE {of_key} ORDER BY step LIMIT 1),"
-            f" (SELECT step FROM {{table}} WHERE {of_key} ORDER BY step DESC LIMIT 1)"
-        ),
-        [run_id, key, run_id, key],
-    )
-    first, last = cursor.fetchone()
-    # Every bucket gives at most two points and the first and last may each add one.
-    buckets = (max_points - 2) // 2
-    span = last - first + 1  # > max_points: steps are unique per key
-    in_bucket = f"{of_key} AND step >= bounds.lo AND step < bounds.hi"
-    if connection.vendor == "sqlite":
-        # SQLite fills a bare column from the row min() or max() chose: one pass per extreme.
-        lowest = f"SELECT step FROM (SELECT MIN({{value}}), step FROM {{table}} WHERE {in_bucket}) x"
-        highest = f"SELECT step FROM (SELECT MAX({{value}}), step FROM {{table}} WHERE {in_bucket}) x"
-    else:
-        lowest = f"SELECT step FROM {{table}} WHERE {in_bucket} ORDER BY {{value}}, step LIMIT 1"
-        highest = f"SELECT step FROM {{table}} WHERE {in_bucket} ORDER BY {{value}} DESC, step LIMIT 1"
-    cursor.execute(
-        _metric_sql(
-            "WITH RECURSIVE bucket(i) AS ("
-            " SELECT 0 UNION ALL SELECT i + 1 FROM bucket WHERE i + 1 < %s"
-            "), bounds(lo, hi) AS ("
-            " SELECT %s + i * CAST(%s AS BIGINT) / %s, %s + (i + 1) * CAST(%s AS BIGINT) / %s"
-            " FROM bucket"
-            "), picked(step) AS ("
-            f" SELECT ({lowest}) FROM bounds UNION SELECT ({highest}) FROM bounds"
-            " UNION SELECT %s UNION SELECT %s"
-            ") SELECT m.step, m.{value} FROM picked"
-            " JOIN {table} m ON m.run_id = %s AND m.{key} = %s AND m.step = picked.step"
-            " ORDER BY m.step"
-        ),
-        [buckets, first, span, buckets, first, span, buckets,
-         run_id, key, run_id, key, first, last, run_id, key],
+        _metric_sql(f"SELECT step, {{value}} FROM {{table}} WHERE {_OF_KEY} ORDER BY step"),
+        [run_id, key],
     )
     return cursor.fetchall()
 
@@ -251,3 +276,32 @@ def run_status_display(*, run: Run, alerts: list[dict[str, Any]] | None = None) 
         if any(alert["active"] for alert in alerts):
             return "succeeded, with warnings"
     return str(run.status)
+
+
+def run_events(*, run: Run, after_id: int | None = None) -> QuerySet[RunEvent]:
+    """The run's events by id, oldest first: a page that shows every event up to id N asks
+    for those after it. Events of one run are written under the run's row lock (or by the
+    one lease holder), so their ids commit in order and reading after N misses none."""
+    rows = RunEvent.objects.filter(run=run).order_by("id")
+    if after_id is not None:
+        rows = rows.filter(pk__gt=after_id)
+    return rows
+
+
+def run_last_event_id(*, run_id: int) -> int:
+    """The id of the run's newest event, 0 when it has none."""
+    newest = RunEvent.objects.filter(run_id=run_id).order_by("-id").values_list("pk", flat=True).first()
+    return int(newest or 0)
+
+
+def run_live_note(*, run_id: int, kind: str = "facts") -> dict[str, Any] | None:
+    """The notification a run's page gets when its status, facts or events changed: a few
+    plain values; the page re-reads the run and its new events over REST
+    (`GET /api/runs/<id>/`, `GET /api/runs/<id>/events/?after=<event>`). None: no such run."""
+    run = Run.objects.filter(pk=run_id).only("pk", "status", "step").first()
+    if run is None:
+        return None
+    return {
+        "type": kind, "status": run.status, "status_display": run_status_display(run=run),
+        "step": run.step, "event": run_last_event_id(run_id=run_id),
+    }

@@ -22,9 +22,11 @@ from webapp.catalog.models import Environment
 from webapp.catalog.netguard import OutboundRefused, check_outbound_url
 from webapp.catalog.probe import ProbeError, probe_environment
 from webapp.catalog.selectors import environments_visible_to
+from webapp.runs import metric_tiers
 from webapp.runs.config import RunConfig, RunConfigError, parse_run_config
 from webapp.runs.live import notify_run
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
+from webapp.runs.selectors import run_live_note
 
 log = logging.getLogger(__name__)
 
@@ -235,6 +237,23 @@ def _enqueue_on_commit(run: Run) -> None:
     transaction.on_commit(lambda: _send_train_task(run_id, record_failure=True))
 
 
+def _announce(run_id: int, kind: str = "facts") -> None:
+    """Tell the run's page, once the write is committed, that its status ("status"), facts or
+    events ("facts") changed. Best effort and never raises: a page that misses it catches up
+    over REST when it reconnects or hears the next one."""
+
+    def send() -> None:
+        try:
+            note = run_live_note(run_id=run_id, kind=kind)
+        except DatabaseError as exc:
+            log.warning("live notification for run %s not built: %s", run_id, exc)
+            return
+        if note is not None:
+            notify_run(run_id, note)
+
+    transaction.on_commit(send)
+
+
 def _send_train_task(run_id: int, *, record_failure: bool) -> bool:
     """Hand the run to the broker. An unreachable broker is not the request's failure: the
     run stays queued, and `run_requeue_unclaimed` (beat) sends it once the broker is back."""
@@ -254,6 +273,7 @@ def _send_train_task(run_id: int, *, record_failure: bool) -> bool:
                 run_id=run_id, kind="broker_unreachable",
                 message="Queued; the broker was unreachable, beat will re-send the run.",
             )
+            _announce(run_id)
     except DatabaseError:  # then the row keeps its stamp, and beat re-sends it a little later
         log.exception("run %s: could not record the failed send", run_id)
     return False
@@ -294,6 +314,7 @@ def run_requeue_unclaimed() -> int:
             message="No worker had claimed the run: its task was sent again.",
             data={"sends": sends + 1, "previous_send": sent_at.isoformat() if sent_at else None},
         )
+        _announce(run_id)
     return sent
 
 
@@ -313,7 +334,7 @@ def run_request_cancel(*, run: Run) -> Run:
                 RunEvent.objects.create(run=run, kind="cancel_requested", message="Cancel requested.")
         else:
             raise RunStateError(f"only queued or running runs can be cancelled; this one is {run.status}")
-    notify_run(run.pk, {"type": "status", "status": run.status, "step": run.step})
+    _announce(run.pk, "status")
     return run
 
 
@@ -337,7 +358,7 @@ def run_resume(*, run: Run) -> Run:
             run=run, kind="resumed", message=f"Resume queued from checkpoint step {run.checkpoint_step or 0}."
         )
         _enqueue_on_commit(run)
-    notify_run(run.pk, {"type": "status", "status": run.status, "step": run.step})
+    _announce(run.pk, "status")
     return run
 
 
@@ -399,7 +420,7 @@ def run_claim(*, run_id: int, lease_owner: str, worker_name: str, task_id: str =
             run=run, kind=kind, message=f"{worker_name} claimed the run (attempt {run.attempts}).",
             data={"attempt": run.attempts, "checkpoint_step": run.checkpoint_step},
         )
-    notify_run(run_id, {"type": "status", "status": run.status, "step": run.step})
+    _announce(run_id, "status")
     return Claim("claimed", run, takeover=was_running)
 
 
@@ -411,11 +432,13 @@ def run_rewind(*, run_id: int, lease_owner: str, to_step: int) -> bool:
     if run is None:
         return False
     MetricPoint.objects.filter(run=run, step__gt=to_step).delete()
+    metric_tiers.tiers_forget_after(run_id=run.pk, step=to_step)
     Rollout.objects.filter(run=run, step__gt=to_step).delete()
     run.step = to_step
     run.checkpoint_step = to_step or None
     run.save(update_fields=["step", "checkpoint_step"])
     RunEvent.objects.create(run=run, kind="started", message=f"Training from step {to_step}.")
+    _announce(run_id)  # a new attempt: the alerts of the last one are no longer active
     return True
 
 
@@ -433,8 +456,11 @@ def run_heartbeat(*, run_id: int, lease_owner: str, step: int | None = None) -> 
     return True, bool(cancel)
 
 
-def run_checkpointed(*, run_id: int, lease_owner: str, step: int) -> None:
-    Run.objects.filter(pk=run_id, lease_owner=lease_owner).update(checkpoint_step=step)
+def run_checkpointed(*, run_id: int, lease_owner: str, step: int) -> list[dict[str, Any]]:
+    """Record the newest checkpoint; return the notification to publish, as
+    `telemetry_record` does (the worker's sink announces it after the telemetry before it)."""
+    changed = Run.objects.filter(pk=run_id, lease_owner=lease_owner).update(checkpoint_step=step)
+    return [{"type": "facts", "checkpoint": step}] if changed else []
 
 
 def run_finish(
@@ -457,7 +483,7 @@ def run_finish(
                 run_id=run_id, kind=status, message=error[:2000] or f"Run {status}.", data=data or {}
             )
     if changed:
-        notify_run(run_id, {"type": "status", "status": status, "step": step})
+        _announce(run_id, "status")
     return bool(changed)
 
 
@@ -484,7 +510,7 @@ def run_mark_stale_interrupted() -> int:
                 marked += 1
                 RunEvent.objects.create(run_id=run_id, kind="interrupted", message="Heartbeat went stale.")
         if changed:
-            notify_run(run_id, {"type": "status", "status": Run.Status.INTERRUPTED})
+            _announce(run_id, "status")
     return marked
 
 

@@ -12,6 +12,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
+from webapp.runs.selectors import run_last_event_id
 
 
 def _number(value: Any) -> float | None:
@@ -84,6 +85,7 @@ def telemetry_record(*, run_id: int, lease_owner: str, events: list[Event]) -> l
         MetricPoint.objects.bulk_create(
             points, update_conflicts=True, unique_fields=["run", "step", "key"], update_fields=["value", "seq"]
         )
+    lost_events = False
     if rollouts:
         Rollout.objects.bulk_create(rollouts)
         reasons = sorted({
@@ -102,8 +104,12 @@ def telemetry_record(*, run_id: int, lease_owner: str, events: list[Event]) -> l
                 ),
                 data={"step": lost[0].step, "envs": envs, "seqs": [r.seq for r in lost], "reasons": reasons[:5]},
             )
+            lost_events = True
     if alerts:
         RunEvent.objects.bulk_create(alerts)
+    if alerts or lost_events:
+        # The run page lists events and shows the alert banner: it re-reads them over REST.
+        notes.append({"type": "facts", "event": run_last_event_id(run_id=run_id)})
     Run.objects.filter(pk=run_id).update(last_seq=seq, step=Greatest(F("step"), Value(last_step)))
     return notes
 

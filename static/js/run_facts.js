@@ -1,0 +1,253 @@
+/*
+ * The run page's facts, events and alert banner, kept live.
+ *
+ * run_live.js owns the socket; it dispatches every message it receives as the DOM event
+ * "envlab:run-message" and each re-read it starts (a gap in sequence numbers) as
+ * "envlab:run-resync". The messages only say that something changed; this script then reads
+ * the truth over REST: GET /api/runs/<id>/ (worker, attempts, checkpoint, started, finished,
+ * alerts, status_display) and GET /api/runs/<id>/events/?after=<newest shown id>. A snapshot
+ * (every connect and reconnect) and a resync re-read everything, so a missed message costs
+ * nothing once the socket is back; events are kept by id, so nothing shows twice.
+ *
+ * Event messages and alert texts may quote model or environment text: they are inserted
+ * with textContent only, never parsed as HTML.
+ *
+ * Test hooks: #run-page[data-facts] ("synced" after each completed read, "syncing",
+ * "error"); #run-events[data-last-event]; each li.event[data-event-id].
+ */
+(function () {
+  "use strict";
+
+  var root = document.getElementById("run-page");
+  var eventsList = document.getElementById("run-events");
+  var configNode = document.getElementById("run-live-config");
+  if (!root || !eventsList || !configNode) return;
+  var cfg = JSON.parse(configNode.textContent);
+
+  var EVENTS_PAGE = 200;
+  var MAX_EVENTS_SHOWN = 500;
+
+  var lastEventId = 0;
+  var shownEvents = new Set();
+  Array.prototype.forEach.call(eventsList.querySelectorAll("li[data-event-id]"), function (node) {
+    var id = Number(node.dataset.eventId);
+    shownEvents.add(id);
+    if (id > lastEventId) lastEventId = id;
+  });
+  eventsList.dataset.lastEvent = String(lastEventId);
+
+  function byId(id) {
+    return document.getElementById(id);
+  }
+
+  function el(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function setText(id, text) {
+    var node = byId(id);
+    if (node && node.textContent !== text) node.textContent = text;
+  }
+
+  function sleep(ms) {
+    return new Promise(function (resolve) {
+      setTimeout(resolve, ms);
+    });
+  }
+
+  function HttpError(url, status) {
+    this.message = url + " answered HTTP " + status;
+    this.status = status;
+  }
+
+  function getJson(url) {
+    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } }).then(
+      function (response) {
+        if (!response.ok) throw new HttpError(url, response.status);
+        return response.json();
+      }
+    );
+  }
+
+  function sameOriginPath(url) {
+    var parsed = new URL(url, window.location.href);
+    return parsed.pathname + parsed.search;
+  }
+
+  function pad(n) {
+    return n < 10 ? "0" + n : String(n);
+  }
+
+  function formatTime(iso) {
+    // As the template writes it (Y-m-d H:i:s, in the server's zone, UTC).
+    if (typeof iso !== "string" || !iso) return "—";
+    var date = new Date(iso);
+    if (isNaN(date.getTime())) return iso;
+    return (
+      date.getUTCFullYear() + "-" + pad(date.getUTCMonth() + 1) + "-" + pad(date.getUTCDate()) + " " +
+      pad(date.getUTCHours()) + ":" + pad(date.getUTCMinutes()) + ":" + pad(date.getUTCSeconds())
+    );
+  }
+
+  function slug(text) {
+    // Django's slugify, for the ASCII kinds events have.
+    return String(text)
+      .toLowerCase()
+      .replace(/[^\w\s-]/g, "")
+      .trim()
+      .replace(/[-\s]+/g, "-");
+  }
+
+  // --- facts, badge and alert banner -----------------------------------------------------
+
+  function renderFacts(run) {
+    setText("run-worker", run.worker_name ? String(run.worker_name) : "—");
+    setText("run-attempts", String(run.attempts === undefined ? "—" : run.attempts));
+    setText(
+      "run-checkpoint",
+      typeof run.checkpoint_step === "number" ? "step " + run.checkpoint_step : "—"
+    );
+    setText("run-started", run.started_at ? formatTime(run.started_at) : "—");
+    setText("run-finished", run.finished_at ? formatTime(run.finished_at) : "—");
+    // The badge's status is run_live.js's (it hears status changes first); only the wording
+    // is refined here, for the status it shows ("succeeded, with warnings").
+    var badge = byId("run-status");
+    if (badge && run.status === root.dataset.status && typeof run.status_display === "string") {
+      if (badge.textContent !== run.status_display) badge.textContent = run.status_display;
+    }
+  }
+
+  function renderAlerts(alerts) {
+    var active = (Array.isArray(alerts) ? alerts : []).filter(function (alert) {
+      return alert && alert.active;
+    });
+    var banner = byId("run-alerts");
+    if (!active.length) {
+      if (banner) banner.parentNode.removeChild(banner);
+      return;
+    }
+    var fresh = el("section", "card alert-banner");
+    fresh.id = "run-alerts";
+    fresh.setAttribute("role", "alert");
+    fresh.appendChild(
+      el("h2", null, "Run health: " + active.length + " active alert" + (active.length === 1 ? "" : "s"))
+    );
+    var list = el("ul");
+    active.forEach(function (alert) {
+      var item = el("li", "run-alert");
+      item.dataset.kind = String(alert.kind);
+      item.appendChild(el("strong", null, String(alert.kind)));
+      item.appendChild(
+        document.createTextNode(" (step " + String(alert.step) + "): " + String(alert.message))
+      );
+      list.appendChild(item);
+    });
+    fresh.appendChild(list);
+    if (banner) {
+      // Replaced only when it reads differently: screen readers announce a new alert region.
+      if (banner.textContent !== fresh.textContent) banner.parentNode.replaceChild(fresh, banner);
+      return;
+    }
+    var titleRow = root.querySelector(".title-row");
+    root.insertBefore(fresh, titleRow ? titleRow.nextSibling : root.firstChild);
+  }
+
+  // --- events ------------------------------------------------------------------------------
+
+  function renderEvent(event) {
+    var item = el("li", "event event-" + slug(event.kind));
+    item.dataset.eventId = String(event.id);
+    var time = el("time", null, formatTime(event.created_at));
+    if (typeof event.created_at === "string") time.setAttribute("datetime", event.created_at);
+    item.appendChild(time);
+    item.appendChild(document.createTextNode("\n"));
+    item.appendChild(el("span", "event-kind", String(event.kind)));
+    item.appendChild(document.createTextNode("\n"));
+    item.appendChild(el("span", "event-message", String(event.message)));
+    return item;
+  }
+
+  function insertEvent(event) {
+    var id = Number(event && event.id);
+    if (!isFinite(id) || shownEvents.has(id)) return;
+    shownEvents.add(id);
+    if (id > lastEventId) lastEventId = id;
+    // Newest first: before the first shown event with a smaller id.
+    var child = eventsList.firstElementChild;
+    while (child && Number(child.dataset.eventId) > id) child = child.nextElementSibling;
+    eventsList.insertBefore(renderEvent(event), child);
+    var empty = byId("no-events");
+    if (empty) empty.parentNode.removeChild(empty);
+    var shown = eventsList.querySelectorAll("li[data-event-id]");
+    for (var i = shown.length - 1; i >= MAX_EVENTS_SHOWN; i--) {
+      shownEvents.delete(Number(shown[i].dataset.eventId));
+      eventsList.removeChild(shown[i]);
+    }
+  }
+
+  async function readEvents() {
+    var base = eventsList.dataset.api;
+    var url = base + "?after=" + encodeURIComponent(lastEventId) + "&limit=" + EVENTS_PAGE;
+    while (url) {
+      var body = await getJson(url);
+      (body.results || []).forEach(insertEvent);
+      url = body.next ? sameOriginPath(body.next) : null;
+    }
+    eventsList.dataset.lastEvent = String(lastEventId);
+  }
+
+  // --- reading: one reader at a time; asked again while reading, it reads once more -----
+
+  var reading = null;
+  var readAgain = false;
+
+  function refresh() {
+    if (reading) {
+      readAgain = true;
+      return reading;
+    }
+    root.dataset.facts = "syncing";
+    reading = (async function () {
+      var failures = 0;
+      do {
+        readAgain = false;
+        try {
+          var run = await getJson(cfg.api_run);
+          renderFacts(run);
+          renderAlerts(run.alerts);
+          await readEvents();
+          failures = 0;
+        } catch (error) {
+          if (error instanceof HttpError && error.status >= 400 && error.status < 500) {
+            root.dataset.facts = "error"; // logged out or no access: the socket closes too
+            return;
+          }
+          // The server restarts or the network is away: read again, a little later each time.
+          failures += 1;
+          readAgain = true;
+          await sleep(Math.min(30000, 1000 * Math.pow(2, Math.min(failures - 1, 5))));
+        }
+      } while (readAgain);
+      root.dataset.facts = "synced";
+    })().finally(function () {
+      reading = null;
+    });
+    return reading;
+  }
+
+  document.addEventListener("envlab:run-message", function (event) {
+    var message = event.detail;
+    if (!message || typeof message !== "object") return;
+    if (message.type === "snapshot" || message.type === "status" || message.type === "facts") {
+      refresh();
+    } else if (typeof message.event === "number" && message.event > lastEventId) {
+      refresh(); // a note that names a newer event than the newest shown: one was missed
+    }
+  });
+  document.addEventListener("envlab:run-resync", function () {
+    refresh();
+  });
+})();
