@@ -40,6 +40,9 @@
       elapsed: cfg.elapsed_seconds,
       eta: cfg.eta_seconds,
       at: Date.now(),
+      // The status as people read it ("succeeded, with warnings"), for the status it was
+      // given with: the page's own badge at first, then each snapshot, status note and read.
+      display: { status: cfg.status, text: (document.getElementById("run-status") || {}).textContent },
     },
   };
 
@@ -126,7 +129,8 @@
     root.dataset.status = run.status;
     var badge = byId("run-status");
     if (badge) {
-      badge.textContent = run.status;
+      var display = run.display && run.display.status === run.status && run.display.text;
+      badge.textContent = display || run.status;
       badge.className = "badge status-" + run.status;
     }
     var progress = byId("run-progress");
@@ -157,6 +161,7 @@
 
   function applyRunSnapshot(data) {
     state.run.status = data.status;
+    if (typeof data.status_display === "string") state.run.display = { status: data.status, text: data.status_display };
     if (typeof data.step === "number") state.run.step = data.step;
     if (typeof data.max_steps === "number") state.run.maxSteps = data.max_steps;
     if ("cancel_requested" in data) state.run.cancelRequested = !!data.cancel_requested;
@@ -201,32 +206,92 @@
   }
 
   // --- charts ---------------------------------------------------------------------------
+  // Each chart holds, per metric key, the points it plotted (deduplicated by step) and
+  // two Plotly traces: the raw series (index 2i) and its smoothed copy (2i + 1), shown
+  // with the raw one faint behind it once smoothing is above 0. The fixed charts come from
+  // webapp/runs/charts.py; the user adds charts of any other key from the metric picker,
+  // and their layout (added charts, smoothing, log scale, x axis) is saved per user.
 
-  var charts = chartSpecs.map(function (spec) {
-    var style = {};
-    var first = spec.figure.data[0] || {};
-    Object.keys(first).forEach(function (k) {
-      if (k !== "name" && k !== "x" && k !== "y") style[k] = first[k];
-    });
-    return {
-      spec: spec,
-      div: byId("chart-" + spec.id),
-      style: style,
-      keys: [],
-      points: {}, // key -> {steps: [...], values: Map(step -> value)}
-      plotted: false,
-      patterns: spec.match.patterns.map(function (p) {
-        return new RegExp("^(?:" + p + ")$");
-      }),
-    };
+  var C = window.EnvlabCharts;
+  var chartPage = JSON.parse(byId("run-chart-page").textContent);
+  var WALL_TIME_KEY = chartPage.wall_time_key;
+  var chartsBox = byId("charts");
+  var layoutState = byId("chart-layout-state");
+  var layoutStore = new C.LayoutStore({
+    layout: chartPage.layout,
+    url: chartPage.api_layout,
+    csrf: chartPage.csrf_token,
+    onState: function (stateName, message) {
+      if (!layoutState) return;
+      layoutState.dataset.state = stateName;
+      layoutState.textContent =
+        stateName === "error" ? message : stateName === "pending" ? "saving layout…" : "";
+      layoutState.className = "small " + (stateName === "error" ? "error-text" : "muted");
+    },
   });
+  var clock = new C.WallClock();
+  clock.replace(chartPage.wall_time);
+  var knownKeys = new Set();
+  var addedByKey = new Map(); // metric key -> its added chart
+  var metricChartCount = 0;
+  var metricsLoading = 0;
 
   function plotly() {
     return window.Plotly || null;
   }
 
-  function chartFor(key) {
-    for (var i = 0; i < charts.length; i++) {
+  function makeChart(spec, div, ref, removable) {
+    var style = {};
+    var first = spec.figure.data[0] || {};
+    Object.keys(first).forEach(function (k) {
+      if (k !== "name" && k !== "x" && k !== "y") style[k] = first[k];
+    });
+    var chart = {
+      ref: ref,
+      spec: spec,
+      div: div,
+      plotDiv: null,
+      style: style,
+      keys: [],
+      points: {}, // key -> {steps: [...], values: Map(step -> value)}
+      ema: {}, // key -> smoothing state after its last point
+      plotted: false,
+      removable: removable,
+      patterns: spec.match.patterns.map(function (p) {
+        return new RegExp("^(?:" + p + ")$");
+      }),
+    };
+    if (div) {
+      var settings = layoutStore.settingsFor(ref);
+      div.appendChild(
+        C.renderControls(settings, {
+          maxSmoothing: chartPage.max_smoothing,
+          removable: removable,
+          onChange: function (patch) {
+            layoutStore.set(ref, patch);
+            renderChart(chart);
+          },
+          onRemove: function () {
+            removeMetricChart(chart);
+          },
+        })
+      );
+      chart.note = el("p", "chart-note muted small");
+      chart.note.hidden = true;
+      div.appendChild(chart.note);
+      chart.plotDiv = el("div", "chart-plot");
+      div.appendChild(chart.plotDiv);
+    }
+    return chart;
+  }
+
+  var charts = chartSpecs.map(function (spec) {
+    return makeChart(spec, byId("chart-" + spec.id), spec.id, false);
+  });
+  var fixedCount = charts.length;
+
+  function fixedChartFor(key) {
+    for (var i = 0; i < fixedCount; i++) {
       var chart = charts[i];
       if (chart.spec.match.always.indexOf(key) >= 0) return chart;
       for (var j = 0; j < chart.patterns.length; j++) {
@@ -236,26 +301,115 @@
     return null;
   }
 
-  function makeTrace(chart, key, steps, values) {
-    var trace = JSON.parse(JSON.stringify(chart.style));
-    trace.name = key;
-    trace.x = steps;
-    trace.y = values;
-    return trace;
+  function chartsFor(key) {
+    var found = [];
+    var fixed = fixedChartFor(key);
+    if (fixed) found.push(fixed);
+    if (addedByKey.has(key)) found.push(addedByKey.get(key));
+    return found;
   }
 
-  function setChartPoints(chart) {
+  function xOf(chart, steps) {
+    if (layoutStore.settingsFor(chart.ref).x !== "wall_time") return steps.slice();
+    return steps.map(function (step) {
+      var seconds = clock.at(step);
+      return seconds === null ? null : seconds * 1000;
+    });
+  }
+
+  function chartData(chart) {
+    var settings = layoutStore.settingsFor(chart.ref);
+    var weight = settings.smoothing;
+    var data = [];
+    chart.keys.forEach(function (key, i) {
+      var known = chart.points[key];
+      var xs = xOf(chart, known.steps);
+      var ys = known.steps.map(function (step) {
+        return known.values.get(step);
+      });
+      var state = C.emaStart();
+      var smoothed = ys.map(function (y) {
+        return C.emaStep(state, y, weight);
+      });
+      chart.ema[key] = state;
+      var color = C.PALETTE[i % C.PALETTE.length];
+      var name = C.plotlyText(key);
+      var raw = JSON.parse(JSON.stringify(chart.style));
+      raw.name = name;
+      raw.x = xs;
+      raw.y = ys;
+      raw.legendgroup = "k" + i;
+      raw.marker = Object.assign({}, raw.marker || {}, { color: color });
+      raw.line = Object.assign({}, raw.line || {}, { color: color });
+      raw.opacity = weight > 0 ? 0.25 : 1;
+      raw.showlegend = !(weight > 0);
+      data.push(raw);
+      data.push({
+        type: "scatter",
+        mode: "lines",
+        name: name + " (smoothed)",
+        x: xs.slice(),
+        y: smoothed,
+        legendgroup: "k" + i,
+        line: { color: color, width: 2 },
+        visible: weight > 0,
+        showlegend: weight > 0,
+      });
+    });
+    return data;
+  }
+
+  function chartLayout(chart) {
+    var settings = layoutStore.settingsFor(chart.ref);
+    var layout = JSON.parse(JSON.stringify(chart.spec.figure.layout));
+    layout.title = { text: C.plotlyText(chart.spec.title) };
+    layout.yaxis = Object.assign({}, layout.yaxis || {}, { type: settings.log_y ? "log" : "linear" });
+    if (layout.yaxis.title && layout.yaxis.title.text) {
+      layout.yaxis.title = { text: C.plotlyText(layout.yaxis.title.text) };
+    }
+    layout.xaxis =
+      settings.x === "wall_time"
+        ? { title: { text: "wall time (UTC)" }, type: "date" }
+        : { title: { text: "step" }, rangemode: "tozero", type: "linear" };
+    // A zoom kept across another x axis or y scale would show an empty range.
+    layout.uirevision = chart.ref + "|" + settings.x + "|" + settings.log_y;
+    return layout;
+  }
+
+  function setChartHooks(chart) {
     if (!chart.div) return;
+    var settings = layoutStore.settingsFor(chart.ref);
     var firstKey = chart.keys[0];
     var count = firstKey && chart.points[firstKey] ? chart.points[firstKey].steps.length : 0;
     chart.div.dataset.points = String(count);
+    chart.div.dataset.smoothing = settings.smoothing.toFixed(2);
+    chart.div.dataset.log = String(settings.log_y);
+    chart.div.dataset.x = settings.x;
+    if (chart.note) {
+      chart.note.hidden = !(settings.x === "wall_time" && !clock.size());
+      chart.note.textContent = chart.note.hidden ? "" : "This run recorded no wall times: plot it by step.";
+    }
+  }
+
+  function renderChart(chart) {
+    var P = plotly();
+    if (P && chart.plotDiv) {
+      var config = { responsive: true, displaylogo: false };
+      var data = chartData(chart);
+      if (chart.plotted) P.react(chart.plotDiv, data, chartLayout(chart), config);
+      else P.newPlot(chart.plotDiv, data, chartLayout(chart), config);
+      chart.plotted = true;
+      chart.div.classList.add("plotted");
+    }
+    setChartHooks(chart);
   }
 
   function chartKeysFor(chart, series) {
     var always = chart.spec.match.always.slice();
+    if (chart.removable) return always;
     var extra = Object.keys(series)
       .filter(function (key) {
-        return always.indexOf(key) < 0 && chartFor(key) === chart;
+        return always.indexOf(key) < 0 && fixedChartFor(key) === chart;
       })
       .sort();
     return always.concat(extra);
@@ -265,30 +419,20 @@
     // Replace a chart's data with a full series ({key: [[step, value], ...]}).
     chart.keys = chartKeysFor(chart, series);
     chart.points = {};
-    var data = chart.keys.map(function (key) {
+    chart.keys.forEach(function (key) {
       var rows = series[key] || [];
-      var steps = rows.map(function (p) {
-        return p[0];
-      });
-      var values = rows.map(function (p) {
-        return p[1];
-      });
       var map = new Map();
       rows.forEach(function (p) {
         map.set(p[0], p[1]);
       });
-      chart.points[key] = { steps: steps.slice(), values: map };
-      return makeTrace(chart, key, steps, values);
+      chart.points[key] = {
+        steps: rows.map(function (p) {
+          return p[0];
+        }),
+        values: map,
+      };
     });
-    var P = plotly();
-    if (P && chart.div) {
-      var layout = JSON.parse(JSON.stringify(chart.spec.figure.layout));
-      var config = { responsive: true, displaylogo: false };
-      if (chart.plotted) P.react(chart.div, data, layout, config);
-      else P.newPlot(chart.div, data, layout, config);
-      chart.plotted = true;
-    }
-    setChartPoints(chart);
+    renderChart(chart);
   }
 
   function initialCharts() {
@@ -301,7 +445,124 @@
       });
       drawChart(chart, series);
     });
+    chartPage.metric_charts.forEach(function (spec) {
+      var key = spec.keys[0];
+      var chart = createMetricChart(key, spec);
+      var series = {};
+      series[key] = spec.figure.data[0].x.map(function (x, i) {
+        return [x, spec.figure.data[0].y[i]];
+      });
+      drawChart(chart, series);
+    });
   }
+
+  // --- added charts and the metric picker ---
+
+  function metricSpec(key) {
+    // As webapp/runs/charts.py metric_chart writes it (for a key picked on this page).
+    var base = chartSpecs.length ? chartSpecs[0].figure : { data: [{}], layout: {} };
+    var layout = JSON.parse(JSON.stringify(base.layout));
+    layout.showlegend = false;
+    layout.yaxis = { title: { text: key } };
+    var trace = JSON.parse(JSON.stringify(base.data[0] || {}));
+    trace.name = key;
+    trace.x = [];
+    trace.y = [];
+    return {
+      id: "metric:" + key,
+      title: key,
+      keys: [key],
+      match: { always: [key], patterns: [] },
+      figure: { data: [trace], layout: layout },
+    };
+  }
+
+  function createMetricChart(key, spec) {
+    metricChartCount += 1;
+    var div = el("div", "chart card chart-metric");
+    div.id = "chart-metric-" + metricChartCount;
+    div.dataset.chart = "metric:" + key;
+    div.dataset.metric = key;
+    div.dataset.points = "0";
+    div.appendChild(el("h3", "chart-title", key));
+    chartsBox.appendChild(div);
+    var chart = makeChart(spec || metricSpec(key), div, "metric:" + key, true);
+    chart.keys = [key];
+    chart.points[key] = { steps: [], values: new Map() };
+    charts.push(chart);
+    addedByKey.set(key, chart);
+    knownKeys.add(key);
+    return chart;
+  }
+
+  function addMetricChart(key) {
+    if (addedByKey.has(key) || C.isInternal(key)) return;
+    if (layoutStore.layout.metrics.length >= chartPage.max_metric_charts) {
+      layoutStore.onState("error", "At most " + chartPage.max_metric_charts + " added charts: remove one first.");
+      return;
+    }
+    var chart = createMetricChart(key, null);
+    layoutStore.addMetric(key);
+    renderChart(chart);
+    refreshPicker();
+    // Points announced meanwhile wait in `pending` and are checked against what this read
+    // brings (a point at or below its last step is a duplicate).
+    metricsLoading += 1;
+    var url =
+      cfg.api_metrics + "?max_points=" + encodeURIComponent(cfg.metric_points) + "&key=" + encodeURIComponent(key);
+    getJson(url)
+      .then(function (body) {
+        if (addedByKey.get(key) === chart) drawChart(chart, (body && body.series) || {});
+      })
+      .catch(function () {
+        catchUp(state.lastSeq);
+      })
+      .finally(function () {
+        metricsLoading -= 1;
+        if (pending.length) scheduleFlush();
+      });
+  }
+
+  function removeMetricChart(chart) {
+    var key = chart.keys[0];
+    if (addedByKey.get(key) !== chart) return;
+    addedByKey.delete(key);
+    charts.splice(charts.indexOf(chart), 1);
+    var P = plotly();
+    if (P && chart.plotDiv && chart.plotted) P.purge(chart.plotDiv);
+    if (chart.div && chart.div.parentNode) chart.div.parentNode.removeChild(chart.div);
+    layoutStore.removeMetric(key);
+    refreshPicker();
+  }
+
+  var pickerBox = byId("metric-groups");
+  var pickerEmpty = byId("metric-picker-empty");
+  var pickerFilter = byId("metric-filter");
+
+  function refreshPicker() {
+    if (!pickerBox) return;
+    C.renderPicker(
+      pickerBox,
+      pickerEmpty,
+      Array.from(knownKeys),
+      pickerFilter ? pickerFilter.value : "",
+      function (key) {
+        return addedByKey.has(key);
+      },
+      addMetricChart
+    );
+  }
+
+  function learnKeys(keys) {
+    var before = knownKeys.size;
+    keys.forEach(function (key) {
+      if (!C.isInternal(key)) knownKeys.add(key);
+    });
+    if (knownKeys.size !== before) refreshPicker();
+  }
+
+  if (pickerFilter) pickerFilter.addEventListener("input", refreshPicker);
+  learnKeys(chartPage.keys);
 
   // Metrics: points from notifications wait here and are plotted in one batch per chart.
   var pending = [];
@@ -310,10 +571,14 @@
   var metricsReloadAgain = false;
 
   function queueMetrics(step, values) {
-    Object.keys(values || {}).forEach(function (key) {
+    var keys = Object.keys(values || {});
+    learnKeys(keys);
+    var wall = (values || {})[WALL_TIME_KEY];
+    if (typeof step === "number" && typeof wall === "number") clock.add(step, wall);
+    keys.forEach(function (key) {
       var value = values[key];
       if (typeof value !== "number" || !isFinite(value)) return;
-      if (!chartFor(key)) return;
+      if (!chartsFor(key).length) return;
       pending.push({ key: key, step: step, value: value });
     });
     if (typeof step === "number") advanceStep(step);
@@ -326,33 +591,34 @@
 
   function flushMetrics() {
     flushTimer = null;
-    if (metricsReload) return; // plotted after the reload, checked against its data
+    if (metricsReload || metricsLoading) return; // plotted after the read, checked against its data
     var batch = pending;
     pending = [];
     var redoneFrom = Infinity; // the earliest step recorded again with other values
     var perChart = new Map();
     batch.forEach(function (point) {
-      var chart = chartFor(point.key);
-      var known = chart.points[point.key];
-      if (known) {
-        var last = known.steps.length ? known.steps[known.steps.length - 1] : -Infinity;
-        if (point.step <= last) {
-          // Already plotted (a duplicate after a catch-up) or a step redone after a
-          // resume with other values: then the stored series is re-read.
-          if (known.values.get(point.step) !== point.value) redoneFrom = Math.min(redoneFrom, point.step);
+      chartsFor(point.key).forEach(function (chart) {
+        var known = chart.points[point.key];
+        if (known) {
+          var last = known.steps.length ? known.steps[known.steps.length - 1] : -Infinity;
+          if (point.step <= last) {
+            // Already plotted (a duplicate after a catch-up) or a step redone after a
+            // resume with other values: then the stored series is re-read.
+            if (known.values.get(point.step) !== point.value) redoneFrom = Math.min(redoneFrom, point.step);
+            return;
+          }
+        }
+        if (!perChart.has(chart)) perChart.set(chart, new Map());
+        var byKey = perChart.get(chart);
+        if (!byKey.has(point.key)) byKey.set(point.key, []);
+        var list = byKey.get(point.key);
+        if (list.length && point.step <= list[list.length - 1].step) {
+          if (list[list.length - 1].step === point.step) list[list.length - 1] = point;
+          else redoneFrom = Math.min(redoneFrom, point.step);
           return;
         }
-      }
-      if (!perChart.has(chart)) perChart.set(chart, new Map());
-      var byKey = perChart.get(chart);
-      if (!byKey.has(point.key)) byKey.set(point.key, []);
-      var list = byKey.get(point.key);
-      if (list.length && point.step <= list[list.length - 1].step) {
-        if (list[list.length - 1].step === point.step) list[list.length - 1] = point;
-        else redoneFrom = Math.min(redoneFrom, point.step);
-        return;
-      }
-      list.push(point);
+        list.push(point);
+      });
     });
     if (redoneFrom !== Infinity) {
       redoFrom(redoneFrom);
@@ -360,36 +626,45 @@
     }
     var P = plotly();
     perChart.forEach(function (byKey, chart) {
+      var weight = layoutStore.settingsFor(chart.ref).smoothing;
       var update = { x: [], y: [] };
       var indices = [];
-      var added = [];
+      var newKey = false;
       byKey.forEach(function (list, key) {
+        var known = chart.points[key];
+        if (!known) {
+          known = chart.points[key] = { steps: [], values: new Map() };
+          chart.keys.push(key);
+          newKey = true;
+        }
         var steps = list.map(function (p) {
           return p.step;
         });
         var values = list.map(function (p) {
           return p.value;
         });
-        var known = chart.points[key];
-        if (!known) {
-          known = chart.points[key] = { steps: [], values: new Map() };
-          chart.keys.push(key);
-          added.push(makeTrace(chart, key, steps.slice(), values.slice()));
-        } else {
-          update.x.push(steps);
-          update.y.push(values);
-          indices.push(chart.keys.indexOf(key));
-        }
         list.forEach(function (p) {
           known.steps.push(p.step);
           known.values.set(p.step, p.value);
         });
+        if (newKey) return;
+        var state = chart.ema[key] || (chart.ema[key] = C.emaStart());
+        var xs = xOf(chart, steps);
+        var i = chart.keys.indexOf(key);
+        update.x.push(xs, xs.slice());
+        update.y.push(
+          values,
+          values.map(function (v) {
+            return C.emaStep(state, v, weight);
+          })
+        );
+        indices.push(2 * i, 2 * i + 1);
       });
-      if (P && chart.div && chart.plotted) {
-        if (indices.length) P.extendTraces(chart.div, update, indices);
-        if (added.length) P.addTraces(chart.div, added);
+      if (newKey || !chart.plotted) renderChart(chart);
+      else {
+        if (P && chart.plotDiv && indices.length) P.extendTraces(chart.plotDiv, update, indices);
+        setChartHooks(chart);
       }
-      setChartPoints(chart);
     });
   }
 
@@ -402,6 +677,8 @@
     metricsReload = getJson(url)
       .then(function (body) {
         var series = body.series || {};
+        clock.replace(series[WALL_TIME_KEY] || []);
+        learnKeys(Object.keys(series));
         charts.forEach(function (chart) {
           drawChart(chart, series);
         });
@@ -594,6 +871,8 @@
     catchUpTarget = Math.max(catchUpTarget, coveredSeq);
     state.syncing = true;
     setLive("syncing");
+    // Whatever else the page shows (run_facts.js) is re-read too.
+    document.dispatchEvent(new CustomEvent("envlab:run-resync", { detail: { seq: coveredSeq } }));
     if (catchUpRun) {
       catchUpAgain = true;
       return catchUpRun;
@@ -639,6 +918,9 @@
     if (message.type === "status") {
       if (message.status) {
         state.run.status = message.status;
+        if (typeof message.status_display === "string") {
+          state.run.display = { status: message.status, text: message.status_display };
+        }
         if (typeof message.step === "number") state.run.step = Math.max(state.run.step, message.step);
         renderRun();
       }
@@ -685,6 +967,8 @@
         return;
       }
       handle(message);
+      // Every message, for the other parts of the page (run_facts.js); they read over REST.
+      document.dispatchEvent(new CustomEvent("envlab:run-message", { detail: message }));
     };
     socket.onclose = function (event) {
       if (state.socket !== socket) return;

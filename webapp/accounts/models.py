@@ -24,3 +24,18 @@ class UserSecret(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} of user {self.user_id} (…{self.last4})"
+
+
+class RunChartLayout(models.Model):
+    """How a user arranges the charts of every run page: the metric charts they added and
+    each chart's smoothing, y scale and x axis. Its shape is checked by
+    webapp.accounts.run_layout before it is stored; one row per user, for all runs."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="run_chart_layout"
+    )
+    layout = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"run chart layout of user {self.user_id}"

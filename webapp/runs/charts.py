@@ -91,3 +91,33 @@ def run_chart(spec: ChartSpec, series: Series) -> dict[str, Any]:
 def run_charts(series: Series) -> list[dict[str, Any]]:
     """One figure per chart, in page order; series maps metric key -> [[step, value], ...]."""
     return [run_chart(spec, series) for spec in CHARTS]
+
+
+def metric_chart(key: str, points: list[list[float]]) -> dict[str, Any]:
+    """A chart of one metric key that a user added from the page's metric picker; shaped
+    like `run_chart` output so the page treats both alike."""
+    return {
+        "id": f"metric:{key}",
+        "title": key,
+        "keys": [key],
+        "match": {"always": [key], "patterns": []},
+        "figure": {
+            "data": [chart_trace(key, points)],
+            "layout": {
+                **chart_layout(ChartSpec(f"metric:{key}", key, key, (key,))),
+                "showlegend": False,
+            },
+        },
+    }
+
+
+def run_chart_page(
+    series: Series, *, logged_keys: list[str], wall_time_key: str, added: list[str]
+) -> dict[str, Any]:
+    """What the page's metric picker and added charts start from: the keys to offer (the
+    lab's own, starting with "_", left out), step -> wall time, and the added charts."""
+    return {
+        "keys": [key for key in logged_keys if not key.startswith("_")],
+        "wall_time": series.get(wall_time_key, []),
+        "metric_charts": [metric_chart(key, series.get(key, [])) for key in added],
+    }
