@@ -114,10 +114,12 @@ def ors_url():
         yield url
 
 
-def test_ors_registration_needs_a_choice_then_reads_splits(api, ors_url):
-    response = api.post("/api/environments/", {"name": "ors", "base_url": ors_url}, format="json")
-    assert response.status_code == 400
-    assert "choose one (ors_env)" in response.json()["base_url"][0]
+def test_ors_registration_takes_every_environment_or_the_chosen_one_and_reads_splits(api, ors_url):
+    response = api.post("/api/environments/", {"name": "all", "base_url": ors_url}, format="json")
+    assert response.status_code == 201, response.json()
+    assert [(e["name"], e["metadata"]["ors_env"]) for e in response.json()["registered"]] == [
+        ("all-echo", "echo"), ("all-guessnumber", "guessnumber")
+    ]
     body = api.post(
         "/api/environments/", {"name": "ors-echo", "base_url": ors_url, "ors_env": "echo"}, format="json"
     ).json()

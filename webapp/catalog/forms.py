@@ -41,7 +41,10 @@ class EnvironmentRegisterForm(forms.Form):
         max_length=100,
         required=False,
         label="ORS environment",
-        help_text="Which environment of an ORS server hosting several.",
+        help_text=(
+            "Which environment of an ORS server hosting several. Leave empty to register every one, "
+            "named <name>-<environment>."
+        ),
     )
     api_key_env = forms.CharField(
         max_length=100,

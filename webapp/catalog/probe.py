@@ -30,6 +30,10 @@ MAX_TOOLS = 64
 _WS_MAX_MESSAGE = 64 * 1024
 
 
+class OrsChoiceNeeded(ProbeError):
+    """The server is an ORS server, but which of its environments to register must be chosen."""
+
+
 @dataclass
 class ProbeResult:
     healthy: bool
@@ -227,28 +231,52 @@ def _ors(probe: ProbeSession, env_name: str, names: list[str]) -> ProbeResult:
     )
 
 
+# A multi-environment ORS server registered without `ors_env` is probed environment by
+# environment within the one deadline; past this many, the user picks one (a request that
+# writes dozens of catalog entries is more likely a mistake than a wish).
+MAX_ORS_ENVIRONMENTS = 20
+
+
 def probe_environment(
     base_url: str, *, kind: str | None = None, ors_env: str = "", timeout: float | None = None
 ) -> ProbeResult:
     """Probe by kind, or detect it: an OpenEnv server answers `/schema`; an ORS one `/list_environments`.
 
     Detection shares one deadline and one `/health` read: a server that does not answer
-    is not asked again under the other kind's name.
+    is not asked again under the other kind's name. An ORS server hosting several
+    environments needs `ors_env` here (`probe_environments` reads them all).
     """
+    return _probe(base_url, kind=kind, ors_env=ors_env, timeout=timeout, every=False)[0]
+
+
+def probe_environments(
+    base_url: str, *, kind: str | None = None, ors_env: str = "", timeout: float | None = None
+) -> list[ProbeResult]:
+    """As `probe_environment`, but an ORS server hosting several environments, with no
+    `ors_env` chosen, gives one result per environment, in the server's order (at most
+    MAX_ORS_ENVIRONMENTS), all read within the one deadline: one fails, the probe fails."""
+    return _probe(base_url, kind=kind, ors_env=ors_env, timeout=timeout, every=True)
+
+
+def _probe(
+    base_url: str, *, kind: str | None, ors_env: str, timeout: float | None, every: bool
+) -> list[ProbeResult]:
     if kind not in (None, "", "openenv", "ors"):
         raise ProbeError(f"kind '{kind}' cannot be probed over HTTP")
     with ProbeSession(base_url, timeout) as probe:
         if kind == "openenv":
-            return _openenv(probe)
+            return [_openenv(probe)]
         if kind == "ors":
-            return _ors_choosing(probe, ors_env)
+            return _ors_choosing(probe, ors_env, every=every)
         try:
-            return _openenv(probe)
+            return [_openenv(probe)]
         except ProbeError as openenv_error:
             if probe.health is None or probe.expired:
                 raise
             try:
-                return _ors_choosing(probe, ors_env)
+                return _ors_choosing(probe, ors_env, every=every)
+            except OrsChoiceNeeded:
+                raise  # it is an ORS server: the OpenEnv attempt's failure is beside the point
             except ProbeError as ors_error:
                 if isinstance(openenv_error, ServerUnreadable) and isinstance(ors_error, ServerUnreadable):
                     raise ors_error from None
@@ -257,12 +285,20 @@ def probe_environment(
                 ) from None
 
 
-def _ors_choosing(probe: ProbeSession, ors_env: str) -> ProbeResult:
-    """Probe `ors_env`, or the server's only environment; several and none chosen is an error."""
+def _ors_choosing(probe: ProbeSession, ors_env: str, *, every: bool) -> list[ProbeResult]:
+    """Probe `ors_env`, or the server's only environment, or (`every`) each of its environments;
+    several and none chosen, without `every`, is an error."""
     names = _ors_names(probe)
-    if not ors_env and len(names) > 1:
-        raise ProbeError(f"the server hosts several environments ({', '.join(names)}): choose one (ors_env)")
-    return _ors(probe, ors_env or names[0], names)
+    if ors_env or len(names) == 1:
+        return [_ors(probe, ors_env or names[0], names)]
+    if not every:
+        raise OrsChoiceNeeded(f"the server hosts several environments ({', '.join(names)}): choose one (ors_env)")
+    if len(names) > MAX_ORS_ENVIRONMENTS:
+        raise OrsChoiceNeeded(
+            f"the server hosts {len(names)} environments; at most {MAX_ORS_ENVIRONMENTS} are registered "
+            "at once: choose one (ors_env)"
+        )
+    return [_ors(probe, name, names) for name in names]
 
 
 # --- capacity -----------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from webapp.catalog.models import Environment
@@ -29,6 +30,7 @@ from webapp.catalog.probe import (
     normalise_base_url,
     probe_capacity,
     probe_environment,
+    probe_environments,
 )
 from webapp.catalog.selectors import RUN_CONTAINER, environment_active_runs
 
@@ -208,10 +210,17 @@ def environment_container_stop(*, environment: Environment) -> Environment:
             ]})
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvironmentRejected({"container": [f"docker stop {container_id[:12]} failed: {exc}"]}) from None
+    # Every entry of that container (one per environment of a multi-environment ORS server,
+    # all made by one registration) now points at a stopped server.
+    stopped_at = timezone.now()
+    Environment.objects.filter(container_id=container_id).exclude(pk=environment.pk).update(
+        container_id="", status=Environment.Status.UNHEALTHY,
+        last_error=f"its container {container_id[:12]} was stopped", checked_at=stopped_at,
+    )
     environment.container_id = ""
     environment.status = Environment.Status.UNHEALTHY
     environment.last_error = f"its container {container_id[:12]} was stopped"
-    environment.checked_at = timezone.now()
+    environment.checked_at = stopped_at
     environment.save(update_fields=["container_id", "status", "last_error", "checked_at"])
     return environment
 
@@ -220,6 +229,9 @@ def _check_fields(
     *, name: str, kind: str, base_url: str, image: str, capacity: int | None,
     ors_catalog: str, api_key_env: str,
 ) -> dict[str, list[str]]:
+    """Checks before anything is started or probed. The given name must be free even when the
+    server turns out to host several environments (entries `<name>-<environment>`): one
+    rule, said before any probe or container start."""
     errors: dict[str, list[str]] = {}
     if not name or len(name) > 100:
         errors["name"] = ["give a name of 1 to 100 characters"]
@@ -264,7 +276,6 @@ def _check_api_key_env(*, api_key_env: str, ors_catalog: str) -> dict[str, list[
     return {}
 
 
-@_stop_containers_on_failure
 def environment_register(
     *,
     owner: AbstractBaseUser | None,
@@ -281,12 +292,103 @@ def environment_register(
 ) -> Environment:
     """Probe the server first; only a server that answers as an environment is stored.
 
-    `kind` empty means detect it (OpenEnv or Open Reward Standard). `capacity` is declared,
-    or measured when `measure_capacity` (OpenEnv: sessions opened until CAPACITY_REACHED).
+    One entry, named `name`: an ORS server hosting several environments needs `ors_env`
+    (`environments_register` registers them all). `kind` empty means detect it (OpenEnv or
+    Open Reward Standard). `capacity` is declared, or measured when `measure_capacity`
+    (OpenEnv: sessions opened until CAPACITY_REACHED).
     """
+    return _register(
+        owner=owner, name=name, base_url=base_url, kind=kind, capacity=capacity,
+        measure_capacity=measure_capacity, ors_env=ors_env, image=image, ors_catalog=ors_catalog,
+        api_key_env=api_key_env, shared=shared, every=False,
+    )[0]
+
+
+def environments_register(
+    *,
+    owner: AbstractBaseUser | None,
+    name: str,
+    base_url: str = "",
+    kind: str = "",
+    capacity: int | None = None,
+    measure_capacity: bool = False,
+    ors_env: str = "",
+    image: str = "",
+    ors_catalog: str = "",
+    api_key_env: str = "",
+    shared: bool = False,
+) -> list[Environment]:
+    """As `environment_register`, and an ORS server hosting several environments, with no
+    `ors_env` chosen, gets one entry per environment, named `<name>-<environment>`, in the
+    server's order. All or nothing: `name` or any of those names taken (or one environment
+    that does not probe) refuses the whole set and writes no row. A server with one
+    environment, or `ors_env` given, is one entry named `name`, as `environment_register` makes.
+    """
+    return _register(
+        owner=owner, name=name, base_url=base_url, kind=kind, capacity=capacity,
+        measure_capacity=measure_capacity, ors_env=ors_env, image=image, ors_catalog=ors_catalog,
+        api_key_env=api_key_env, shared=shared, every=True,
+    )
+
+
+# What a server's environment name must look like to become part of an entry's name
+# (`<name>-<environment>`): the ORS SDK names environments by lower-cased class names.
+ORS_ENV_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def _entry_names(*, name: str, results: list[ProbeResult]) -> list[str]:
+    """The catalog name of each probed environment: `name` for one, `<name>-<ors_env>` for several."""
+    if len(results) == 1:
+        return [name]
+    ors_envs = [str(result.metadata.get("ors_env", "")) for result in results]
+    odd = [env for env in ors_envs if not ORS_ENV_NAME_RE.fullmatch(env)]
+    if odd:
+        raise EnvironmentRejected({"base_url": [
+            f"the server hosts environments whose names cannot be part of a catalog name "
+            f"({', '.join(repr(env) for env in odd)}): register one at a time with ors_env"
+        ]})
+    names = [f"{name}-{env}" for env in ors_envs]
+    too_long = [entry for entry in names if len(entry) > 100]
+    if too_long:
+        raise EnvironmentRejected({"name": [
+            f"the entries of this server are named '<name>-<environment>', and "
+            f"{', '.join(repr(entry) for entry in too_long)} would be over 100 characters: give a shorter name"
+        ]})
+    return names
+
+
+def _names_taken(names: list[str]) -> dict[str, list[str]]:
+    taken = sorted(Environment.objects.filter(name__in=names).values_list("name", flat=True))
+    if not taken:
+        return {}
+    if len(names) == 1:
+        return {"name": [f"an environment named '{names[0]}' already exists"]}
+    return {"name": [
+        f"the server hosts {len(names)} environments, to be named {', '.join(names)}; "
+        f"{', '.join(taken)} already {'exists' if len(taken) == 1 else 'exist'}, so none was "
+        "registered: give another name, or register one environment with ors_env"
+    ]}
+
+
+@_stop_containers_on_failure
+def _register(
+    *,
+    owner: AbstractBaseUser | None,
+    name: str,
+    base_url: str,
+    kind: str,
+    capacity: int | None,
+    measure_capacity: bool,
+    ors_env: str,
+    image: str,
+    ors_catalog: str,
+    api_key_env: str,
+    shared: bool,
+    every: bool,
+) -> list[Environment]:
     name = (name or "").strip()
     base_url, image, ors_catalog = (base_url or "").strip(), (image or "").strip(), (ors_catalog or "").strip()
-    api_key_env = (api_key_env or "").strip()
+    api_key_env, ors_env = (api_key_env or "").strip(), (ors_env or "").strip()
     errors = _check_fields(
         name=name, kind=kind or "", base_url=base_url, image=image, capacity=capacity,
         ors_catalog=ors_catalog, api_key_env=api_key_env,
@@ -326,14 +428,19 @@ def environment_register(
     if api_key_env:
         metadata_extra["api_key_env"] = api_key_env
     try:
-        result = probe_environment(base_url, kind=kind or None, ors_env=ors_env)
+        results = (
+            probe_environments(base_url, kind=kind or None, ors_env=ors_env) if every
+            else [probe_environment(base_url, kind=kind or None, ors_env=ors_env)]
+        )
     except ProbeError as exc:
         raise EnvironmentRejected({"ors_catalog" if ors_catalog else "base_url": [str(exc)]}) from None
-    if not result.healthy:
-        raise EnvironmentRejected({"base_url": [result.error]})
+    for result in results:
+        if not result.healthy:
+            raise EnvironmentRejected({"base_url": [result.error]})
+    names = _entry_names(name=name, results=results)
     capacity_source = "declared" if capacity is not None else ""
     if measure_capacity and capacity is None:
-        if result.kind != Environment.Kind.OPENENV:
+        if results[0].kind != Environment.Kind.OPENENV:
             raise EnvironmentRejected({"capacity": ["capacity can be measured on OpenEnv servers only; declare it"]})
         try:
             measured = probe_capacity(base_url)
@@ -343,19 +450,35 @@ def environment_register(
         capacity_source = "probed (at least)" if measured.at_least else "probed"
         if capacity < 1:
             raise EnvironmentRejected({"capacity": ["the server refused every session (CAPACITY_REACHED)"]})
-    return Environment.objects.create(
-        owner=owner,
-        name=name,
-        kind=result.kind,
-        base_url=base_url,
-        status=Environment.Status.HEALTHY,
-        tools=result.tools,
-        metadata={**result.metadata, **metadata_extra, **({"capacity_source": capacity_source} if capacity_source else {})},
-        capacity=capacity,
-        checked_at=timezone.now(),
-        shared=shared,
-        container_id=container.container_id if container else "",
-    )
+    taken = _names_taken(names)
+    if taken:
+        raise EnvironmentRejected(taken)
+    checked_at = timezone.now()
+    try:
+        with transaction.atomic():
+            return [
+                Environment.objects.create(
+                    owner=owner,
+                    name=entry_name,
+                    kind=result.kind,
+                    base_url=base_url,
+                    status=Environment.Status.HEALTHY,
+                    tools=result.tools,
+                    metadata={
+                        **result.metadata, **metadata_extra,
+                        **({"capacity_source": capacity_source} if capacity_source else {}),
+                    },
+                    # Entries of one server declare the same capacity: it is the server's.
+                    capacity=capacity,
+                    checked_at=checked_at,
+                    shared=shared,
+                    container_id=container.container_id if container else "",
+                )
+                for entry_name, result in zip(names, results, strict=True)
+            ]
+    except IntegrityError:
+        # Another request took one of the names since the check: this one writes nothing.
+        raise EnvironmentRejected(_names_taken(names) or {"name": ["that name was just taken"]}) from None
 
 
 def environment_probe(*, environment: Environment) -> Environment:

@@ -18,8 +18,10 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db import connections
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from webapp.api.throttles import throttle_posts
@@ -34,6 +36,7 @@ from webapp.catalog.bundled import (
 )
 from webapp.catalog.forms import BundledStartForm, EnvironmentRegisterForm
 from webapp.catalog.models import BundledServer, Environment
+from webapp.catalog.probe import MAX_ORS_ENVIRONMENTS
 from webapp.catalog.selectors import (
     BUNDLED_REFUSAL,
     bundled_can_control,
@@ -46,8 +49,8 @@ from webapp.catalog.services import (
     environment_container_stop,
     environment_measure_capacity,
     environment_probe,
-    environment_register,
     environment_set_shared,
+    environments_register,
 )
 
 
@@ -75,7 +78,7 @@ def environment_list(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             data = form.cleaned_data
-            environment = environment_register(
+            environments = environments_register(
                 owner=request.user,
                 name=data["name"],
                 kind=data["kind"],
@@ -91,19 +94,56 @@ def environment_list(request: HttpRequest) -> HttpResponse:
         except EnvironmentRejected as exc:
             _add_service_errors(form, exc.errors)
         else:
-            messages.success(request, f"Registered environment '{environment.name}'.")
-            return redirect("environment-detail", pk=environment.pk)
+            if len(environments) == 1:
+                messages.success(request, f"Registered environment '{environments[0].name}'.")
+                return redirect("environment-detail", pk=environments[0].pk)
+            names = ", ".join(f"'{e.name}'" for e in environments)
+            messages.success(
+                request,
+                f"The server at {environments[0].base_url} hosts {len(environments)} environments; "
+                f"registered {names}.",
+            )
+            ids = ",".join(str(e.pk) for e in environments)
+            return redirect(f"{reverse('environment-list')}?registered={ids}")
+    visible = environments_visible_to(user=request.user)
     return render(
         request,
         "catalog/environment_list.html",
         {
-            "environments": environments_visible_to(user=request.user),
+            "environments": visible,
+            "registered": _registered_rows(visible, request.GET.get("registered", "")),
             "form": form,
             "bundled": _bundled_rows(),
             "can_control_bundled": bundled_can_control(user=request.user),
             "nav": "environments",
         },
     )
+
+
+def _registered_rows(visible: QuerySet[Environment], raw_ids: str) -> list[dict[str, object]]:
+    """The entries a registration just made (`?registered=1,2,3`), as the user may see them:
+    what was found on the server. Ids that are not numbers or not visible are left out."""
+    ids = [int(part) for part in raw_ids.split(",")[:MAX_ORS_ENVIRONMENTS] if part.isdigit()]
+    if not ids:
+        return []
+    found = {e.pk: e for e in visible.filter(pk__in=ids)}
+    rows: list[dict[str, object]] = []
+    for pk in ids:
+        environment = found.pop(pk, None)  # pop: an id given twice is listed once
+        if environment is None:
+            continue
+        metadata = environment.metadata if isinstance(environment.metadata, dict) else {}
+        splits = metadata.get("splits")
+        rows.append({
+            "environment": environment,
+            "ors_env": str(metadata.get("ors_env", "")),
+            "tools": [str(t.get("name", "")) for t in environment.tools if isinstance(t, dict)]
+            if isinstance(environment.tools, list) else [],
+            "splits": [
+                (str(split), count if isinstance(count, int) else None) for split, count in splits.items()
+            ] if isinstance(splits, dict) else [],
+        })
+    return rows
 
 
 def _bundled_rows() -> list[dict[str, object]]:
