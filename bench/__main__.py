@@ -45,7 +45,11 @@ def render(results: dict[str, dict]) -> str:
             f"| Celery worker with telemetry | {', '.join(f'{s:.2f}' for s in over['worker_seconds'])} |",
             "",
             f"Ratio of medians: **{over['ratio']:.3f}** (target <= {over['target']}: "
-            f"{'met' if over['pass'] else 'NOT met'}).",
+            f"{'met' if over['pass'] else 'NOT met'})"
+            + (
+                f"; per-round ratios from {over['round_ratio_min']:.3f} to {over['round_ratio_max']:.3f}."
+                if "round_ratio_min" in over else "."
+            ),
             "",
         ]
     adapter = results.get("adapter_overhead")

@@ -1,7 +1,8 @@
 """Training overhead: the same 20-step demo run as bare TRL in one process (no telemetry,
 no worker) against the same run launched through the API path and trained by a real
 Celery worker with telemetry on. Both time `trainer.train()`; the ratio is the cost of
-telemetry, the lease heartbeat and rollout capture. Target: <= 1.05."""
+telemetry, the lease heartbeat and rollout capture. Target: <= 1.03, median of 5 rounds;
+the spread is each round's worker/bare ratio, lowest and highest."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def _bare(run_id: int, out_dir: str) -> float:
     return time.perf_counter() - started
 
 
-def main(rounds: int = 3) -> dict[str, Any]:
+def main(rounds: int = 5) -> dict[str, Any]:
     from django.conf import settings
     from django.contrib.auth.models import User
     from django.db import transaction
@@ -90,12 +91,15 @@ def main(rounds: int = 3) -> dict[str, Any]:
     from bench.common import median
 
     ratio = median(worker_times) / median(bare_times)
+    per_round = [w / b for w, b in zip(worker_times, bare_times, strict=True)]
     return {
         "benchmark": "training_overhead",
         "steps": STEPS,
         "bare_seconds": bare_times,
         "worker_seconds": worker_times,
         "ratio": ratio,
-        "target": 1.05,
-        "pass": ratio <= 1.05,
+        "round_ratio_min": min(per_round),
+        "round_ratio_max": max(per_round),
+        "target": 1.03,
+        "pass": ratio <= 1.03,
     }

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +29,11 @@ from envs.wordle.models import (
     WordleObservation,
     WordleState,
 )
+from envs.wordle.rules import RIGHT_PLACE, score_guess
 
 ENV_NAME = "wordle"
 ENV_VERSION = "0.1.0"
 WORDS_PATH = Path(__file__).with_name("words.txt")
-RIGHT_PLACE, ELSEWHERE, ABSENT = "G", "Y", "X"
 _SHOWN_GUESS_CHARS = 20  # how much of a refused guess is quoted back
 
 
@@ -66,28 +65,6 @@ def secret_for_seed(seed: int | None) -> str:
     if seed is None:
         return _SYSTEM_RANDOM.choice(WORDS)
     return random.Random(seed).choice(WORDS)
-
-
-def score_guess(guess: str, secret: str) -> str:
-    """Marks for ``guess`` against ``secret``, one per letter: G, Y or X.
-
-    Like real Wordle, a letter repeated in the guess is marked G or Y only as many times
-    as it occurs in the secret, greens first, then yellows from left to right.
-    """
-    if len(guess) != len(secret):
-        raise ValueError(f"guess and secret differ in length: {guess!r}, {secret!r}")
-    marks = [ABSENT] * len(guess)
-    unmatched: Counter[str] = Counter()
-    for i, (g, s) in enumerate(zip(guess, secret, strict=True)):
-        if g == s:
-            marks[i] = RIGHT_PLACE
-        else:
-            unmatched[s] += 1
-    for i, g in enumerate(guess):
-        if marks[i] != RIGHT_PLACE and unmatched[g] > 0:
-            marks[i] = ELSEWHERE
-            unmatched[g] -= 1
-    return "".join(marks)
 
 
 def feedback_lines(guess: str, marks: str) -> str:

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from envs.solvers import ToolCall
+from envs.wordle.rules import score_guess as marks_for
 
 WORDS_PATH = Path(__file__).with_name("words.txt")
-RIGHT_PLACE, ELSEWHERE, ABSENT = "G", "Y", "X"
 # Below this many candidates a candidate is always guessed: with two left, guessing one of
 # them wins half the time at once, a probe never does.
 _PROBE_MIN_CANDIDATES = 3
@@ -33,23 +33,6 @@ _MARKS_LINE = re.compile(r"^[GYX](?: [GYX]){4}$")
 def words() -> tuple[str, ...]:
     """The bundled word list (secrets and allowed guesses alike)."""
     return tuple(WORDS_PATH.read_text(encoding="ascii").split())
-
-
-def marks_for(guess: str, secret: str) -> str:
-    """Wordle's marks for ``guess`` against ``secret`` (repeated letters as the server does:
-    greens first, then yellows left to right, each letter as often as the secret has it)."""
-    marks = [ABSENT] * len(guess)
-    unmatched: Counter[str] = Counter()
-    for i, (g, s) in enumerate(zip(guess, secret, strict=True)):
-        if g == s:
-            marks[i] = RIGHT_PLACE
-        else:
-            unmatched[s] += 1
-    for i, g in enumerate(guess):
-        if marks[i] != RIGHT_PLACE and unmatched[g] > 0:
-            marks[i] = ELSEWHERE
-            unmatched[g] -= 1
-    return "".join(marks)
 
 
 def best_guess(candidates: Sequence[str], pool: Iterable[str]) -> str:

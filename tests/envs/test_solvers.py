@@ -175,7 +175,7 @@ def test_wordle_solver_drops_a_refused_guess_and_reads_marks_like_the_server() -
     assert first == ToolCall("guess", {"guess": "raise"})
     assert second is not None and second.arguments["guess"] != "raise"
     assert parse_feedback("C R A N E\nX G Y X X\n5 guesses left.") == [("crane", "XGYXX")]
-    assert all(marks_for(g, s) == score_guess(g, s) for g in WORDS[:40] for s in WORDS[::50])
+    assert marks_for is score_guess  # the solver marks guesses by the server's own rule
 
 
 def test_catch_solver_reads_the_grid_and_stops_at_the_outcome() -> None:
