@@ -66,10 +66,12 @@ def run_suites(argv: list[str], redis_env: dict[str, str]) -> int:
         return 1
     which = os.environ.get("ENVLAB_TEST_DATABASES", "both")
     status = 0
+    ran_postgres = False
     if which in ("both", "postgres"):
         if reachable(POSTGRES_URL):
             code = run([PY, "-m", "pytest", *extra], {**base_env, "DATABASE_URL": POSTGRES_URL})
             status = status or code
+            ran_postgres = True
         elif which == "postgres":
             print(f"PostgreSQL is not reachable at {POSTGRES_URL}", file=sys.stderr)
             return 1
@@ -77,8 +79,10 @@ def run_suites(argv: list[str], redis_env: dict[str, str]) -> int:
             print(f"PostgreSQL not reachable at {POSTGRES_URL}: running on SQLite only", flush=True)
     if which in ("both", "sqlite"):
         args = [PY, "-m", "pytest", *extra]
-        if SQLITE_MARKERS:
-            args += ["-m", SQLITE_MARKERS]
+        # Slow tests (minutes of training) do not differ by database: once is enough.
+        markers = SQLITE_MARKERS or ("not slow" if ran_postgres else "")
+        if markers:
+            args += ["-m", markers]
         status = run(args, base_env) or status
     return status
 

@@ -77,8 +77,15 @@ def test_manifest_records_the_build(built_model: tuple[Path, list[str]]) -> None
         == hashlib.sha256(trl_template_text().encode("utf-8")).hexdigest()
     )
     assert manifest["build_seconds"] > 0
-    assert set(manifest["tool_calls"]) == {"greedy", "temperature_1"}
+    assert set(manifest["tool_calls"]) == {
+        "greedy",
+        "temperature_1",
+        "unseen_wordings_temperature_1",
+    }
     assert 0.0 <= manifest["tool_calls"]["temperature_1"]["tool_call_rate"] <= 1.0
+    assert manifest["recipe"]["train_examples"] == 800
+    # The test variant copies as well as it can: no loosening phase.
+    assert (manifest["recipe"]["loosen_steps"], manifest["loosen"]) == (0, None)
 
 
 def test_chat_template_is_trls_file_byte_for_byte(built_model: tuple[Path, list[str]]) -> None:
@@ -269,3 +276,92 @@ def test_shared_prompt_loss_equals_a_full_forward() -> None:
     torch.testing.assert_close(shared, full)
     for p, expected in zip(model.parameters(), full_grads, strict=True):
         torch.testing.assert_close(p.grad, expected, atol=1e-6, rtol=1e-4)
+
+
+def test_training_and_unseen_wordings_are_disjoint_and_each_asks_for_the_phrase_once() -> None:
+    from worker.demo_model.conversations import TRAINING_WORDINGS, UNSEEN_WORDINGS
+
+    assert TRAINING_WORDINGS[0] == "Echo '{phrase}'."  # the demo run's own prompt
+    assert not set(TRAINING_WORDINGS) & set(UNSEEN_WORDINGS)
+    assert len(UNSEEN_WORDINGS) >= 3
+    for wording in TRAINING_WORDINGS + UNSEEN_WORDINGS:
+        assert wording.count("{phrase}") == 1, wording
+    # The wording a user tried on the earlier demo model, which failed it in 48 of 48 rollouts.
+    assert "Echo '{phrase}' with the echo tool." in UNSEEN_WORDINGS
+
+
+def test_imperfect_copies_differ_from_the_phrase_by_one_slip() -> None:
+    import random
+
+    from worker.demo_model.conversations import WORDS, imperfect_copy, random_phrase
+
+    rng = random.Random(0)
+    for _ in range(2000):
+        phrase = random_phrase(rng, max_words=5)
+        copied = imperfect_copy(phrase, rng)
+        assert copied != phrase and copied.strip() == copied and copied
+        assert set(copied.split()) <= set(WORDS)
+        # One word replaced, dropped, doubled or added, or two exchanged.
+        assert abs(len(copied.split()) - len(phrase.split())) <= 1
+
+
+def test_training_conversations_mix_exact_and_imperfect_copies() -> None:
+    import random
+
+    from worker.demo_model.conversations import TRAINING_WORDINGS, training_conversation
+
+    rng = random.Random(0)
+    conversations = [training_conversation(rng, exact_fraction=0.25) for _ in range(2000)]
+
+    exact = 0
+    wordings = set()
+    lengths = set()
+    for user, call, tool, report in conversations:
+        message = call["tool_calls"][0]["function"]["arguments"]["message"]
+        assert call["tool_calls"][0]["function"]["name"] == "echo"
+        assert tool == {"role": "tool", "name": "echo", "content": message}
+        assert report["content"] == f"The tool echoed '{message}'."
+        matches = [
+            (w, phrase)
+            for w in TRAINING_WORDINGS
+            if (phrase := _filled(w, user["content"])) is not None
+        ]
+        assert matches, user["content"]
+        wording, phrase = matches[0]
+        wordings.add(wording)
+        lengths.add(len(phrase.split()))
+        exact += message == phrase
+    assert 0.21 <= exact / len(conversations) <= 0.29
+    assert wordings == set(TRAINING_WORDINGS)
+    assert lengths == {1, 2, 3, 4, 5}
+
+
+def _filled(wording: str, text: str) -> str | None:
+    """The phrase if `text` is `wording` with `{phrase}` filled in, else None."""
+    head, tail = wording.split("{phrase}")
+    if text.startswith(head) and text.endswith(tail) and len(text) > len(head) + len(tail):
+        return text[len(head) : len(text) - len(tail)]
+    return None
+
+
+def test_tool_call_rate_on_unseen_wordings_is_measured_with_trls_parser(
+    built_model: tuple[Path, list[str]],
+) -> None:
+    """The rate the build records for wordings it never trained on, recomputed the same way
+    (the demo build's own rate is asserted in tests/e2e/test_demo_learns.py)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from worker.demo_model.conversations import UNSEEN_WORDINGS
+    from worker.demo_model.evaluation import measure_tool_calls
+
+    path, _ = built_model
+    manifest = json.loads((path / "envlab_demo.json").read_text(encoding="utf-8"))
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True).eval()
+
+    rate = measure_tool_calls(
+        model, tokenizer, samples=16, temperature=1.0, seed=0, wordings=UNSEEN_WORDINGS
+    )
+
+    assert rate.as_dict() == manifest["tool_calls"]["unseen_wordings_temperature_1"]
+    assert rate.samples == 16

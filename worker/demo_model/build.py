@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -19,7 +20,7 @@ import torch
 
 from .paths import MANIFEST_NAME
 from .tokenizer import TEMPLATE_RESOURCE, chat_template_sha256, train_tokenizer
-from .training import RECIPES, encode_examples, new_model, supervised_warmup
+from .training import RECIPES, encode_examples, loosen_copying, new_model, supervised_warmup
 
 MANIFEST_FORMAT = 1
 MAX_THREADS = 2
@@ -80,7 +81,9 @@ def _build_into(
 ) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from .conversations import TRAINING_WORDINGS, UNSEEN_WORDINGS
     from .evaluation import measure_tool_calls
+
 
     recipe = RECIPES[variant]
     torch.manual_seed(seed)
@@ -96,6 +99,21 @@ def _build_into(
     sft = supervised_warmup(
         model, examples, recipe, pad_id=tokenizer.pad_token_id, seed=seed, progress=report
     )
+    loosened = None
+    if recipe.loosen_steps:
+        report(
+            f"loosening: {recipe.loosen_steps} steps on copies exact "
+            f"{recipe.exact_fraction:.0%} of the time"
+        )
+        imperfect = encode_examples(
+            tokenizer,
+            count=recipe.train_examples,
+            rng=random.Random(seed + 2),
+            exact_fraction=recipe.exact_fraction,
+        )
+        loosened = loosen_copying(
+            model, imperfect, recipe, pad_id=tokenizer.pad_token_id, seed=seed, progress=report
+        )
     model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
 
@@ -111,8 +129,14 @@ def _build_into(
             samples=recipe.eval_samples,
             temperature=temperature,
             seed=seed,
+            wordings=wordings,
         ).as_dict()
-        for label, temperature in (("greedy", None), ("temperature_1", 1.0))
+        for label, temperature, wordings in (
+            # The demo run's own request; the unseen ones were never in training.
+            ("greedy", None, TRAINING_WORDINGS[:1]),
+            ("temperature_1", 1.0, TRAINING_WORDINGS[:1]),
+            ("unseen_wordings_temperature_1", 1.0, UNSEEN_WORDINGS),
+        )
     }
     for label, rate in rates.items():
         report(
@@ -120,9 +144,13 @@ def _build_into(
             f"correct phrase {rate['correct_phrase_rate']:.0%}"
         )
     return {
+        "recipe": dataclasses.asdict(recipe),
         "parameters": parameters,
         "vocab_size": len(tokenizer),
         "sft": {"examples": recipe.train_examples, "batch_size": recipe.batch_size, **sft},
+        "loosen": (
+            {"exact_fraction": recipe.exact_fraction, **loosened} if loosened is not None else None
+        ),
         "tool_calls": rates,
     }
 

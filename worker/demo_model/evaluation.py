@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .conversations import echo, random_phrase, user_prompt
+from .conversations import TRAINING_WORDINGS, echo, random_phrase, user_prompt
 
 
 @dataclass(frozen=True)
@@ -105,8 +105,11 @@ def measure_tool_calls(
     samples: int,
     temperature: float | None,
     seed: int,
+    wordings: tuple[str, ...] = TRAINING_WORDINGS[:1],
+    max_words: int = 3,
 ) -> ToolCallRate:
-    """Sample completions for fresh echo requests and parse them with TRL's
+    """Sample completions for fresh echo requests (each a random phrase of 1 to `max_words`
+    words in one of `wordings`, in turn) and parse them with TRL's
     `parse_response` (the response template `add_response_schema` picks for the chat
     template, the prompt as prefix, the tools as schema), as GRPOTrainer does."""
     from trl.chat_template_utils import add_response_schema, parse_response
@@ -114,11 +117,11 @@ def measure_tool_calls(
     if getattr(tokenizer, "response_template", None) is None:
         add_response_schema(tokenizer)
     rng = random.Random(seed)
-    phrases = [random_phrase(rng) for _ in range(samples)]
+    phrases = [random_phrase(rng, max_words=max_words) for _ in range(samples)]
     prompt_ids, completions = generate_completions(
         model,
         tokenizer,
-        [user_prompt(p) for p in phrases],
+        [user_prompt(p, wordings[i % len(wordings)]) for i, p in enumerate(phrases)],
         temperature=temperature,
         seed=seed,
     )

@@ -10,7 +10,7 @@ from importlib import resources
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AddedToken, PreTrainedTokenizerFast
 
-from .conversations import WORDS, echo, echo_conversation, random_phrase
+from .conversations import WORDS, echo, training_conversation
 
 TEMPLATE_RESOURCE = ("trl", "chat_templates/qwen3_instruct_2507.jinja")
 
@@ -51,7 +51,7 @@ def _training_corpus(rng: random.Random, conversations: int) -> Iterator[str]:
     base = _wrap(_bare_tokenizer())
     for _ in range(conversations):
         yield base.apply_chat_template(
-            echo_conversation(random_phrase(rng)), tools=[echo], tokenize=False
+            training_conversation(rng, exact_fraction=1.0), tools=[echo], tokenize=False
         )
     # Every word with and without a leading space, often enough to become one token each.
     for _ in range(8):

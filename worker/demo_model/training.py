@@ -17,7 +17,7 @@ from transformers import (
     Qwen3Model,
 )
 
-from .conversations import echo, echo_conversation, random_phrase
+from .conversations import echo, training_conversation
 
 IGNORE_INDEX = -100
 
@@ -41,6 +41,12 @@ class Recipe:
     learning_rate: float
     warmup_steps: int
     eval_samples: int
+    # Second phase: after learning to copy, a short run on copies that are exact only this
+    # often (the rest have one slip), so the model starts GRPO knowing the tool call but
+    # copying unreliably. 1.0 / 0 steps: no second phase.
+    exact_fraction: float = 1.0
+    loosen_steps: int = 0
+    loosen_learning_rate: float = 0.0
 
 
 # Measured on 2 CPU cores (see the manifest's `sft` block for a given build). Copying the
@@ -50,6 +56,15 @@ class Recipe:
 # Qwen's 0.02 (tuned for a hidden size of thousands), and batches of 32 rather than 16.
 # With those, seeds 0-5 all converged within 300-430 steps; with the defaults some seeds
 # had not in 2,500.
+#
+# The demo variant then unlearns some of it on purpose ("loosening": 150 steps on copies
+# exact 10% of the time), so the one-click demo has something to learn: it keeps the
+# tool-call format (100% of calls well formed on its own wording, 95% on wordings it never
+# saw) but copies the phrase exactly in about 19% of samples at temperature 1, 44% greedy.
+# With demo_config (webapp/runs/demo.py: temperature 0.7, lr 4e-4, 8 x 8 rollouts) the
+# reward of steps 1-3 / 28-30 measured 0.567 / 0.928, 0.535 / 0.949 and 0.484 / 0.923 for
+# seeds 0, 1 and 2 (build 121 s, training 74-80 s on 2 shared cores). A build is
+# deterministic: the same seed gives the same weights with 1 or 2 threads.
 RECIPES: dict[str, Recipe] = {
     "demo": Recipe(
         vocab_size=1024,
@@ -61,12 +76,15 @@ RECIPES: dict[str, Recipe] = {
         init_std=0.08,
         train_examples=3000,
         max_steps=1400,
-        cooldown_steps=500,
+        cooldown_steps=150,
         converged_loss=0.03,
         batch_size=32,
         learning_rate=3e-3,
         warmup_steps=50,
         eval_samples=64,
+        exact_fraction=0.1,
+        loosen_steps=150,
+        loosen_learning_rate=2e-3,
     ),
     # Only needs to call the tool in a well-formed way, which comes long before copying.
     "test": Recipe(
@@ -120,7 +138,11 @@ class Example:
 
 
 def encode_examples(
-    tokenizer: PreTrainedTokenizerFast, *, count: int, rng: random.Random
+    tokenizer: PreTrainedTokenizerFast,
+    *,
+    count: int,
+    rng: random.Random,
+    exact_fraction: float = 1.0,
 ) -> list[Example]:
     """Render echo conversations exactly as TRL renders prompts (same template, same tool
     schema from `tools=[echo]`); labels keep the assistant turns only.
@@ -134,7 +156,7 @@ def encode_examples(
         raise RuntimeError("TRL has no training template for the demo chat template")
     examples = []
     for _ in range(count):
-        conversation = echo_conversation(random_phrase(rng))
+        conversation = training_conversation(rng, exact_fraction=exact_fraction)
         rendered = tokenizer.apply_chat_template(
             conversation,
             tools=[echo],
@@ -298,4 +320,49 @@ def supervised_warmup(
         "steps": step,
         "converged_at_step": schedule.converged_at,
         "final_loss": round(sum(recent) / len(recent), 4),
+    }
+
+
+def loosen_copying(
+    model: Qwen3ForCausalLM,
+    examples: list[Example],
+    recipe: Recipe,
+    *,
+    pad_id: int,
+    seed: int,
+    progress: Callable[[str], None],
+) -> dict[str, float | int]:
+    """`recipe.loosen_steps` of AdamW at a constant rate on imperfect copies: the copying
+    learned first gets unreliable while the tool-call format stays. Returns the steps run
+    and the mean loss of the last 20."""
+    rng = random.Random(seed + 7)
+    prefix_ids = shared_prefix(examples)
+    prefix = torch.tensor(prefix_ids)
+    examples = [
+        Example(e.input_ids[len(prefix_ids) :], e.labels[len(prefix_ids) :]) for e in examples
+    ]
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=recipe.loosen_learning_rate, weight_decay=0.0
+    )
+    model.train()
+    recent: list[float] = []
+    started = time.monotonic()
+    report_every = max(1, recipe.loosen_steps // 5)
+    for step in range(1, recipe.loosen_steps + 1):
+        batch = [rng.choice(examples) for _ in range(recipe.batch_size)]
+        loss = _assistant_loss(model, prefix, _collate(batch, pad_id))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        recent = (recent + [loss.item()])[-20:]
+        if step % report_every == 0 or step == recipe.loosen_steps:
+            progress(
+                f"loosen step {step}/{recipe.loosen_steps} loss {sum(recent) / len(recent):.4f} "
+                f"({time.monotonic() - started:.0f}s)"
+            )
+    model.eval()
+    return {
+        "steps": recipe.loosen_steps,
+        "final_loss": round(sum(recent) / len(recent), 4) if recent else 0.0,
     }
