@@ -24,6 +24,8 @@ from django.utils import timezone
 from tests.conftest import grant
 from tests.envs.servers import free_port
 from webapp.catalog.models import Environment
+from webapp.runs.config import parse_run_config
+from webapp.runs.forms import ALERT_FIELDS, REWARD_INITIAL, RunForm
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 
 pytestmark = pytest.mark.django_db
@@ -263,6 +265,8 @@ def run_form_data(environment: Environment, **overrides: Any) -> dict[str, Any]:
         "temperature": "1.0",
         "beta": "0.0",
         "seed": "0",
+        "alerts_enabled": "on",
+        "alert_stop_on": ["nonfinite"],
         "rewards-TOTAL_FORMS": "3",
         "rewards-INITIAL_FORMS": "1",
         "rewards-MIN_NUM_FORMS": "0",
@@ -309,6 +313,47 @@ def test_run_form_renders_every_input_with_schema_defaults(
     assert 'name="rewards-0-name" value="env_reward"' in content
     assert 'name="num_generations" value="4"' in content
     assert 'id="id_config_json"' in content
+
+
+def test_run_form_sets_the_run_health_thresholds_and_which_alerts_stop_the_run(
+    owner_client: Client, echo_env: Environment
+) -> None:
+    page = owner_client.get(reverse("run-new")).content.decode()
+    for name in ALERT_FIELDS:
+        assert f'id="field-{name}"' in page, name
+    assert 'name="alert_tool_failure_rate" value="0.5"' in page
+    assert re.search(r'<input type="checkbox" name="alert_stop_on" value="nonfinite"[^>]*checked', page)
+
+    def config(data: dict[str, Any]) -> Any:
+        form = RunForm(data)
+        assert form.is_valid(), form.errors
+        return parse_run_config({**form.config_part(), "rewards": REWARD_INITIAL}).alerts
+
+    alerts = config(run_form_data(
+        echo_env, alert_tool_failure_rate="0.25", alert_tool_failure_steps="2",
+        alert_stop_on=["nonfinite", "tool_failures"],
+    ))
+    assert (alerts.enabled, alerts.tool_failure_rate, alerts.tool_failure_steps) == (True, 0.25, 2)
+    assert alerts.stop_on == ["nonfinite", "tool_failures"]
+    assert alerts.zero_variance_frac == 0.9  # left as shown: the default
+
+    data = run_form_data(echo_env, alert_stop_on=[], alert_entropy_min="")
+    del data["alerts_enabled"]  # an unticked box is not sent
+    alerts = config(data)
+    assert (alerts.enabled, alerts.stop_on, alerts.entropy_min) == (False, [], 0.01)
+
+
+def test_run_form_puts_an_alert_threshold_error_next_to_its_input_and_creates_no_run(
+    owner_client: Client, echo_env: Environment
+) -> None:
+    response = owner_client.post(reverse("run-new"), run_form_data(echo_env, alert_zero_variance_frac="2"))
+    assert response.status_code == 200
+    assert "less than or equal to 1" in field_block(response.content.decode(), "field-alert_zero_variance_frac")
+    response = owner_client.post(reverse("run-new"), run_form_data(echo_env, alert_stop_on=["launch_the_missiles"]))
+    content = response.content.decode()
+    stop_on = content[content.index('id="field-alert_stop_on"'):content.index('id="field-alert_stop_on"') + 3000]
+    assert "not one of the available choices" in stop_on
+    assert Run.objects.count() == 0
 
 
 def test_run_form_puts_a_schema_error_next_to_num_generations_and_creates_no_run(

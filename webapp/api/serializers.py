@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from webapp.catalog.models import Environment
-from webapp.runs.models import Rollout, Run, WorkerHeartbeat
+from webapp.runs.models import Rollout, Run, RunEvent, WorkerHeartbeat
 from webapp.runs.selectors import run_alerts, run_progress, run_status_display
 
 
@@ -26,7 +26,10 @@ class EnvironmentIn(serializers.Serializer):
     )
     ors_env = serializers.CharField(
         max_length=100, required=False, allow_blank=True, default="",
-        help_text="Which environment of an ORS server that hosts several.",
+        help_text=(
+            "Which environment of an ORS server that hosts several. Empty: every one is registered, "
+            "named '<name>-<environment>'."
+        ),
     )
     api_key_env = serializers.CharField(
         max_length=100, required=False, allow_blank=True, default="",
@@ -58,6 +61,22 @@ class EnvironmentOut(serializers.ModelSerializer):
             "id", "name", "kind", "base_url", "status", "tools", "capacity", "metadata",
             "last_error", "checked_at", "created_at", "owner", "shared",
         ]
+
+
+class EnvironmentRegisteredOut(EnvironmentOut):
+    """The answer to a registration: the first entry's fields, as for a single one, and every
+    entry the request made (one per environment of a multi-environment ORS server)."""
+
+    registered = serializers.SerializerMethodField(
+        help_text="Every entry this registration made, in the server's order (the first is the one above)."
+    )
+
+    class Meta(EnvironmentOut.Meta):
+        fields = [*EnvironmentOut.Meta.fields, "registered"]
+
+    @extend_schema_field(EnvironmentOut(many=True))
+    def get_registered(self, environment: Environment) -> list[dict]:
+        return EnvironmentOut(self.context.get("registered", [environment]), many=True).data
 
 
 class AlertOut(serializers.Serializer):
@@ -99,6 +118,49 @@ class RunOut(serializers.ModelSerializer):
     @extend_schema_field(serializers.CharField())
     def get_status_display(self, run: Run) -> str:
         return run_status_display(run=run, alerts=self._alerts(run))
+
+
+class RunEventOut(serializers.ModelSerializer):
+    """Something that happened to a run (claimed, checkpoint resumed, an alert raised...).
+    `message` may quote model or environment text: show it as text."""
+
+    class Meta:
+        model = RunEvent
+        fields = ["id", "kind", "message", "data", "created_at"]
+
+
+class RunToolOut(serializers.Serializer):
+    """One tool of a run (webapp/runs/tools.py). `name` and `top_error` are model or
+    environment text: show them as text."""
+
+    name = serializers.CharField()
+    calls = serializers.IntegerField()
+    failures = serializers.IntegerField()
+    failure_rate = serializers.FloatField(allow_null=True, help_text="failures / calls; null before any call.")
+    latency_s = serializers.FloatField(
+        allow_null=True, help_text="Mean seconds per call over the run; null when no call was timed."
+    )
+    top_error = serializers.CharField(
+        allow_blank=True,
+        help_text="The most common error message in the transcripts of the tool's first and latest failing steps.",
+    )
+    top_error_count = serializers.IntegerField(help_text="How often top_error occurs in those steps.")
+    first_failure_step = serializers.IntegerField(allow_null=True)
+    first_failure_seq = serializers.IntegerField(
+        allow_null=True,
+        help_text="The rollout (its seq) of the tool's first failure; null when its transcripts do not show it.",
+    )
+
+
+class RunToolTableOut(serializers.Serializer):
+    tools = RunToolOut(many=True, help_text="Most failures first, then most calls.")
+    errors = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text=(
+            "Failed calls of every tool by class: execution_error, invalid_args, transport_error, "
+            "tool_not_found, timeout (OpenEnv's MCP error types) and unknown_tool."
+        ),
+    )
 
 
 class RolloutOut(serializers.ModelSerializer):

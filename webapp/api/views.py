@@ -6,16 +6,21 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.accounts.run_layout import RunLayoutRejected, run_layout_for, run_layout_save
 from webapp.api.serializers import (
     EnvironmentChangeIn,
     EnvironmentIn,
     EnvironmentOut,
+    EnvironmentRegisteredOut,
     RolloutOut,
+    RunEventOut,
     RunOut,
+    RunToolTableOut,
     WorkerOut,
 )
 from webapp.api.throttles import WriteThrottled
@@ -28,14 +33,17 @@ from webapp.catalog.services import (
     environment_container_stop,
     environment_measure_capacity,
     environment_probe,
-    environment_register,
     environment_set_shared,
+    environments_register,
 )
 from webapp.runs.config import RunConfig
+from webapp.runs.demo import run_launch_demo
 from webapp.runs.models import Run, WorkerHeartbeat
 from webapp.runs.selectors import (
     RUN_CHANGE_REFUSAL,
     run_can_change,
+    run_events,
+    run_metric_keys,
     run_metric_series,
     run_rollouts,
     runs_visible_to,
@@ -47,6 +55,7 @@ from webapp.runs.services import (
     run_request_cancel,
     run_resume,
 )
+from webapp.runs.tools import run_tool_table
 
 
 def _int_param(request: Request, name: str, default: int | None, lo: int, hi: int) -> int | None:
@@ -78,12 +87,13 @@ class EnvironmentListApi(WriteThrottled, APIView):
         environments = environments_visible_to(user=request.user)
         return Response(EnvironmentOut(environments, many=True).data)
 
-    @extend_schema(request=EnvironmentIn, responses={201: EnvironmentOut})
+    @extend_schema(request=EnvironmentIn, responses={201: EnvironmentRegisteredOut})
     def post(self, request: Request) -> Response:
         data = EnvironmentIn(data=request.data)
         data.is_valid(raise_exception=True)
-        environment = environment_register(owner=request.user, **data.validated_data)
-        return Response(EnvironmentOut(environment).data, status=status.HTTP_201_CREATED)
+        environments = environments_register(owner=request.user, **data.validated_data)
+        out = EnvironmentRegisteredOut(environments[0], context={"registered": environments})
+        return Response(out.data, status=status.HTTP_201_CREATED)
 
 
 class EnvironmentDetailApi(APIView):
@@ -146,6 +156,18 @@ class RunListApi(WriteThrottled, APIView):
         return Response(RunOut(run).data, status=status.HTTP_201_CREATED)
 
 
+class RunDemoApi(WriteThrottled, APIView):
+    """The home page's demo button over the API: the same service, checks, quota and launch
+    throttle; answers with the queued run as `GET /api/runs/<id>/` shows it."""
+
+    write_throttle_scope = "launch"
+
+    @extend_schema(request=None, responses={201: RunOut})
+    def post(self, request: Request) -> Response:
+        run = run_launch_demo(owner=request.user)
+        return Response(RunOut(run).data, status=status.HTTP_201_CREATED)
+
+
 def _visible_run(request: Request, pk: int) -> Run:
     return get_object_or_404(runs_visible_to(user=request.user), pk=pk)
 
@@ -193,6 +215,32 @@ class RunMetricsApi(APIView):
         return Response({"series": run_metric_series(run=run, keys=keys, max_points=max_points)})
 
 
+class RunMetricKeysApi(APIView):
+    """Every key the run logged that can be charted (the run page's metric picker)."""
+
+    @extend_schema(responses=dict)
+    def get(self, request: Request, pk: int) -> Response:
+        return Response({"keys": run_metric_keys(run=_visible_run(request, pk))})
+
+
+class RunChartLayoutApi(APIView):
+    """The signed-in user's chart layout, applied to every run page they open. PUT replaces
+    it whole; from the page (session login) it needs the CSRF token."""
+
+    parser_classes = [JSONParser]
+
+    @extend_schema(responses=dict)
+    def get(self, request: Request) -> Response:
+        return Response(run_layout_for(user=request.user))
+
+    @extend_schema(request=dict, responses=dict)
+    def put(self, request: Request) -> Response:
+        try:
+            return Response(run_layout_save(user=request.user, data=request.data))
+        except RunLayoutRejected as exc:
+            raise ValidationError(exc.errors) from None
+
+
 class RunRolloutsApi(APIView):
     @extend_schema(
         parameters=[
@@ -221,6 +269,37 @@ class RunRolloutsApi(APIView):
             params["limit"] = str(limit)
             next_url = request.build_absolute_uri(f"{request.path}?{params.urlencode()}")
         return Response({"results": RolloutOut(page, many=True).data, "next": next_url})
+
+
+class RunEventsApi(APIView):
+    """The run's events by id, oldest first; `after`: only those with a larger id (the run
+    page asks for what came after the last one it lists). Paginated like the rollouts."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("after", int), OpenApiParameter("limit", int)],
+        responses=dict,
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        run = _visible_run(request, pk)
+        after = _int_param(request, "after", None, 0, 10**15)
+        limit = _int_param(request, "limit", 100, 1, 500)
+        rows = list(run_events(run=run, after_id=after)[: limit + 1])
+        page, more = rows[:limit], len(rows) > limit
+        next_url = None
+        if more:
+            params = request.query_params.copy()
+            params["after"] = str(page[-1].pk)
+            params["limit"] = str(limit)
+            next_url = request.build_absolute_uri(f"{request.path}?{params.urlencode()}")
+        return Response({"results": RunEventOut(page, many=True).data, "next": next_url})
+
+
+class RunToolsApi(APIView):
+    """The run's tool table: calls, failures, latency and errors per tool, for the whole run."""
+
+    @extend_schema(responses=RunToolTableOut)
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(RunToolTableOut(run_tool_table(run=_visible_run(request, pk))).data)
 
 
 class WorkerListApi(APIView):

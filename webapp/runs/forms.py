@@ -15,7 +15,7 @@ from django import forms
 from django.utils.text import slugify
 
 from webapp.catalog.models import Environment
-from webapp.runs.config import GRPOSettings, RewardTerm, RunEnvironment
+from webapp.runs.config import ALERT_KINDS, AlertSettings, GRPOSettings, RewardTerm, RunEnvironment
 
 GRPO_FIELDS = (
     "num_generations",
@@ -34,6 +34,19 @@ ENVIRONMENT_FIELDS = {
     "prompt": "prompt",
     "rows": "rows",
 }
+# Form input -> `alerts` setting of the run config (worker/health.py's thresholds).
+ALERT_FIELDS = {
+    "alerts_enabled": "enabled",
+    "alert_zero_variance_frac": "zero_variance_frac",
+    "alert_zero_variance_steps": "zero_variance_steps",
+    "alert_tool_failure_rate": "tool_failure_rate",
+    "alert_tool_failure_steps": "tool_failure_steps",
+    "alert_no_tool_calls_steps": "no_tool_calls_steps",
+    "alert_reward_flat_steps": "reward_flat_steps",
+    "alert_entropy_min": "entropy_min",
+    "alert_stop_on": "stop_on",
+}
+ALERT_SETTINGS = {setting: field for field, setting in ALERT_FIELDS.items()}
 REWARD_KINDS = [(kind, kind) for kind in get_args(RewardTerm.model_fields["kind"].annotation)]
 DEFAULT_PROMPT = "Echo '{phrase}'."
 
@@ -47,6 +60,26 @@ def _grpo_field(name: str) -> forms.Field:
     if isinstance(_default(name), float):
         return forms.FloatField(required=False, initial=_default(name), help_text=help_text)
     return forms.IntegerField(required=False, initial=_default(name), help_text=help_text)
+
+
+def _alert_field(name: str) -> forms.Field:
+    info = AlertSettings.model_fields[name]
+    default = info.get_default(call_default_factory=True)
+    help_text = info.description or ""
+    if name == "enabled":
+        return forms.BooleanField(
+            required=False, initial=True, label="Run-health alerts",
+            help_text="Check every step's metrics for runs that cannot learn (zero-variance groups, failing tools, NaN...).",
+        )
+    if name == "stop_on":
+        return forms.MultipleChoiceField(
+            required=False, initial=default, choices=[(k, k.replace("_", " ")) for k in ALERT_KINDS],
+            widget=forms.CheckboxSelectMultiple, label="Stop the run on", help_text=help_text,
+        )
+    label = name.replace("_", " ").capitalize()
+    if isinstance(default, float):
+        return forms.FloatField(required=False, initial=default, label=label, help_text=help_text)
+    return forms.IntegerField(required=False, initial=default, label=label, help_text=help_text)
 
 
 class EnvironmentChoiceField(forms.ModelChoiceField):
@@ -81,6 +114,15 @@ class RunForm(forms.Form):
     temperature = _grpo_field("temperature")
     beta = _grpo_field("beta")
     seed = _grpo_field("seed")
+    alerts_enabled = _alert_field("enabled")
+    alert_zero_variance_frac = _alert_field("zero_variance_frac")
+    alert_zero_variance_steps = _alert_field("zero_variance_steps")
+    alert_tool_failure_rate = _alert_field("tool_failure_rate")
+    alert_tool_failure_steps = _alert_field("tool_failure_steps")
+    alert_no_tool_calls_steps = _alert_field("no_tool_calls_steps")
+    alert_reward_flat_steps = _alert_field("reward_flat_steps")
+    alert_entropy_min = _alert_field("entropy_min")
+    alert_stop_on = _alert_field("stop_on")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -100,7 +142,15 @@ class RunForm(forms.Form):
         if data.get("rows") is not None:
             item["rows"] = data["rows"]
         grpo = {name: data[name] for name in GRPO_FIELDS if data.get(name) is not None}
-        return {"name": data["name"], "model": data["model"], "environments": [item], "grpo": grpo}
+        alerts = {
+            setting: data[field] for field, setting in ALERT_FIELDS.items()
+            if data.get(field) is not None or setting in ("enabled", "stop_on")
+        }
+        alerts["enabled"] = bool(alerts.get("enabled"))
+        alerts["stop_on"] = list(alerts.get("stop_on") or [])
+        return {
+            "name": data["name"], "model": data["model"], "environments": [item], "grpo": grpo, "alerts": alerts,
+        }
 
 
 class RewardTermForm(forms.Form):
@@ -156,6 +206,8 @@ def errors_to_form(
             target = (form, key)
         elif parts[0] == "grpo" and len(parts) == 2 and parts[1] in form.fields:
             target = (form, parts[1])
+        elif parts[0] == "alerts" and len(parts) >= 2 and parts[1] in ALERT_SETTINGS:
+            target = (form, ALERT_SETTINGS[parts[1]])
         elif parts[0] == "environments" and len(parts) == 3 and parts[2] in ENVIRONMENT_FIELDS:
             target = (form, ENVIRONMENT_FIELDS[parts[2]])
         elif parts[0] == "environments" and len(parts) == 1:

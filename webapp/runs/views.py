@@ -12,18 +12,22 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 
+from webapp.accounts.run_layout import MAX_METRIC_CHARTS, MAX_SMOOTHING, run_layout_for
 from webapp.api.throttles import throttle_posts
 from webapp.catalog.models import Environment
 from webapp.catalog.selectors import environments_visible_to
-from webapp.runs.charts import run_charts
+from webapp.runs.charts import run_chart_page, run_charts
 from webapp.runs.config import RunConfigError
+from webapp.runs.demo import demo_config, demo_environment, run_launch_demo
 from webapp.runs.forms import (
+    ALERT_FIELDS,
     GRPO_FIELDS,
     REWARD_INITIAL,
     RewardFormSet,
@@ -31,6 +35,7 @@ from webapp.runs.forms import (
     RunJsonForm,
     errors_to_form,
 )
+from webapp.runs.metric_keys import WALL_TIME_KEY
 from webapp.runs.models import Rollout, Run
 from webapp.runs.selectors import (
     RUN_CHANGE_REFUSAL,
@@ -49,40 +54,18 @@ from webapp.runs.services import (
     run_request_cancel,
     run_resume,
 )
+from webapp.runs.tools import run_tool_table
 
 HOME_RUNS = 50
 # Rollouts rendered with the page; the live script adds every later one.
 PAGE_ROLLOUTS = 200
 METRIC_POINTS = 2000
-DEMO_ENVIRONMENT = "echo"
 FORM_GROUPS = (
     ("Run", ("name", "model")),
     ("Environment", ("environment", "prompt", "rows")),
     ("GRPO", GRPO_FIELDS),
+    ("Run health", tuple(ALERT_FIELDS)),
 )
-
-
-def demo_config(environment_id: int) -> dict[str, Any]:
-    return {
-        "name": "echo-demo",
-        "model": "demo:echo",
-        "environments": [
-            {
-                "environment": environment_id,
-                "name": "echo",
-                "prompt": "Echo '{phrase}'.",
-                "rows": 64,
-            }
-        ],
-        "rewards": [{"name": "env_reward", "kind": "env_reward", "weight": 1.0}],
-        "grpo": {
-            "num_generations": 4,
-            "max_steps": 30,
-            "per_device_train_batch_size": 4,
-            "max_completion_length": 64,
-            "learning_rate": 5e-5,
-        },
-    }
 
 
 def _run_rows(runs: list[Run]) -> list[dict[str, Any]]:
@@ -116,7 +99,7 @@ def _home(request: HttpRequest, demo_errors: list[str] | None = None) -> HttpRes
 
 
 def _demo_environment(request: HttpRequest) -> Environment | None:
-    return environments_visible_to(user=request.user).filter(name=DEMO_ENVIRONMENT).first()
+    return demo_environment(user=request.user)
 
 
 @login_required
@@ -128,20 +111,11 @@ def home(request: HttpRequest) -> HttpResponse:
 @throttle_posts("launch")
 @require_POST
 def run_demo(request: HttpRequest) -> HttpResponse:
-    echo = _demo_environment(request)
-    # Without the environment the config still goes through the checks (id 0 matches no
-    # row), so a missing demo model is reported in the same answer.
     try:
-        run = run_launch(owner=request.user, data=demo_config(echo.pk if echo else 0))
+        run = run_launch_demo(owner=request.user)
     except RunConfigError as exc:
-        errors = dict(exc.errors)
-        if echo is None:
-            errors["environments.0.environment"] = [
-                f"no environment named '{DEMO_ENVIRONMENT}' is registered: start the echo server "
-                f"and register it as '{DEMO_ENVIRONMENT}' on the Environments page"
-            ]
         lines = [
-            f"{key}: {message}" for key, key_messages in errors.items() for message in key_messages
+            f"{key}: {message}" for key, key_messages in exc.errors.items() for message in key_messages
         ]
         return _home(request, demo_errors=lines)
     messages.success(request, f"Demo run #{run.pk} queued.")
@@ -322,7 +296,20 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     last_seq = run.last_seq
     series = run_metric_series(run=run, keys=None, max_points=METRIC_POINTS)
     charts = run_charts(series)
+    layout = run_layout_for(user=request.user)
+    chart_page = {
+        **run_chart_page(
+            series, logged_keys=sorted(series), wall_time_key=WALL_TIME_KEY, added=layout["metrics"]
+        ),
+        "layout": layout,
+        "api_layout": reverse("api-run-layout"),
+        "csrf_token": get_token(request),
+        "max_metric_charts": MAX_METRIC_CHARTS,
+        "max_smoothing": MAX_SMOOTHING,
+        "wall_time_key": WALL_TIME_KEY,
+    }
     rollouts = list(Rollout.objects.filter(run=run).order_by("-seq")[:PAGE_ROLLOUTS])
+    rollouts += _linked_rollout(request, run, rollouts)
     progress = run_progress(run=run)
     alerts = run_alerts(run=run)
     return render(
@@ -337,7 +324,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "elapsed": duration(progress["elapsed_seconds"]),
             "eta": duration(progress["eta_seconds"] if run.status == Run.Status.RUNNING else None),
             "charts": charts,
+            "chart_page": chart_page,
             "rollouts": [rollout_view(r) for r in rollouts],
+            "tool_table": run_tool_table(run=run),
             "events": run.events.order_by("-created_at", "-id")[:200],
             "config_json": json.dumps(run.config, indent=2, sort_keys=True, ensure_ascii=False),
             "live": _live_config(run, last_seq, progress),
@@ -349,6 +338,18 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "plotly_url": f"{reverse('plotly-js')}?{urlencode({'v': plotly_version()})}",
         },
     )
+
+
+def _linked_rollout(request: HttpRequest, run: Run, shown: list[Rollout]) -> list[Rollout]:
+    """The rollout `?rollout=<seq>` names (the tool table links a tool's first failure),
+    when the newest ones shown leave it out; nothing for a seq the run does not have."""
+    raw = request.GET.get("rollout", "")
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 15):
+        return []
+    seq = int(raw)
+    if any(rollout.seq == seq for rollout in shown):
+        return []
+    return list(Rollout.objects.filter(run=run, seq=seq)[:1])
 
 
 def _changeable_run(request: HttpRequest, pk: int) -> Run:
