@@ -36,9 +36,9 @@ def _server() -> Any:
 
 
 def _round_trips(url: str) -> dict[str, list[float]]:
+    from envs.adapters import adapter_class
     from envs.echo.client import EchoEnv
     from envs.echo.models import EchoAction
-    from worker.adapters import adapter_class
 
     bare_times: list[float] = []
     adapter_times: list[float] = []
@@ -61,9 +61,9 @@ def _round_trips(url: str) -> dict[str, list[float]]:
 
 
 def _throughput(url: str, mode: str) -> float:
+    from envs.adapters import adapter_class
     from envs.echo.client import EchoEnv
     from envs.echo.models import EchoAction
-    from worker.adapters import adapter_class
 
     steps = [0] * SESSIONS
     start = threading.Barrier(SESSIONS + 1)

@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from envs.adapters.base import EnvironmentAtCapacity
 from envs.solvers import Policy, ToolCall, policy_for
-from worker.adapters.base import EnvironmentAtCapacity
 
 log = logging.getLogger(__name__)
 

@@ -20,15 +20,17 @@ from transformers import TrainerCallback  # noqa: E402
 from transformers.trainer_callback import PrinterCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
+from envs.adapters import (
+    bind_adapter,  # noqa: E402
+    toolstats,  # noqa: E402
+)
+from envs.adapters.router import router_class  # noqa: E402
 from webapp.accounts.secrets import user_secret_value  # noqa: E402
 from webapp.catalog.models import Environment  # noqa: E402
 from webapp.catalog.netguard import check_outbound_url  # noqa: E402
 from webapp.runs.config import RunConfig  # noqa: E402
 from webapp.runs.models import Run  # noqa: E402
 from webapp.runs.services import model_folder_error, model_path, run_finish, run_rewind  # noqa: E402
-from worker import toolstats  # noqa: E402
-from worker.adapters import bind_adapter  # noqa: E402
-from worker.adapters.router import router_class  # noqa: E402
 from worker.datasets import episode_rows  # noqa: E402
 from worker.health import HealthMonitor  # noqa: E402
 from worker.rewards import compile_rewards  # noqa: E402
@@ -131,7 +133,7 @@ class TelemetryCallback(TrainerCallback):
             self._check_health(state.global_step, logs, control)
 
     def _with_tool_metrics(self, step: int, logs: dict[str, Any]) -> dict[str, Any]:
-        """`logs` with the step's per-tool counts (worker/toolstats.py). Not in the end-of-training
+        """`logs` with the step's per-tool counts (envs/adapters/toolstats.py). Not in the end-of-training
         summary, logged at the last step again: its zeros would replace that step's counts."""
         if "train_runtime" in logs or step == self._tool_step:
             return logs
@@ -217,8 +219,8 @@ def environment_factory(config: RunConfig, owner: Any = None) -> tuple[type[Any]
 
 
 def _ors_task_rows(environment: Environment, owner: Any) -> Any:
-    from worker.adapters import ors_credentials
-    from worker.adapters.ors import ors_rows
+    from envs.adapters import ors_credentials
+    from envs.adapters.ors import ors_rows
 
     metadata = environment.metadata or {}
 

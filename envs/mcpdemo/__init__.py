@@ -5,5 +5,5 @@ The agent builds a shopping list with the MCP tools ``add_item(name, quantity)``
 equals it scores 1.0 and ends the episode. The server lives in ``envs.mcpdemo.server``
 (it imports FastAPI and FastMCP); clients need nothing from this package: any OpenEnv
 client that speaks ``ListToolsAction`` / ``CallToolAction`` works, for example
-``worker.adapters.generic.mcp_adapter_class``.
+``envs.adapters.generic.mcp_adapter_class``.
 """

@@ -2,5 +2,5 @@
 
 The server lives in ``envs.ors.server`` (imports FastAPI and the openreward server
 SDK); the seeded task lists in ``envs.ors.tasks`` import nothing heavy. Training talks
-to these servers through ``worker.adapters.ors``.
+to these servers through ``envs.adapters.ors``.
 """

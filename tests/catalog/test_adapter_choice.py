@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
+from envs.adapters import base_adapter, bind_adapter
+from envs.adapters.echo import EchoAdapter
 from tests.envs.servers import run_env_server
 from tests.envs.thirdparty_echo import NAME as THIRD_PARTY_NAME
 from tests.envs.thirdparty_echo import TOOLS as THIRD_PARTY_TOOLS
 from webapp.catalog.adapters import ADAPTERS, bundled_match, recorded_adapter
 from webapp.catalog.models import Environment
-from worker.adapters import base_adapter, bind_adapter
-from worker.adapters.echo import EchoAdapter
 
 ECHO_SCHEMA = {
     "action": {

@@ -108,7 +108,7 @@ def test_a_scripted_turn_through_trls_tool_loop_is_counted_exactly(api, owner, m
     """One assistant turn with five tool calls, scripted (the demo model would not make
     them), run by TRL's own tool loop against the real mcpdemo server; the model then
     answers the results, as in training."""
-    from worker import toolstats
+    from envs.adapters import toolstats
     from worker.runner import build_trainer, environment_factory
 
     config = parse_run_config(

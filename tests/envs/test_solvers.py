@@ -15,6 +15,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 from trl.chat_template_utils import add_response_schema, parse_response
 
+from envs.adapters import adapter_class
+from envs.adapters.generic import adapter_class_for_server, list_mcp_tools
 from envs.catch.solver import CatchSolver, positions
 from envs.echo.solver import EchoSolver, phrase_in
 from envs.solvers import RandomPolicy, ToolCall, policy_for, random_value, solver_class
@@ -26,8 +28,6 @@ from envs.wordle.solver import WordleSolver, marks_for, parse_feedback
 from tests.envs.servers import run_env_server
 from tests.envs.wire import SERVER_ENV
 from webapp.runs.config import RunEnvironment
-from worker.adapters import adapter_class
-from worker.adapters.generic import adapter_class_for_server, list_mcp_tools
 from worker.datasets import prompt_rows
 from worker.episodes import Episode, adapter_policy, play_episode, play_episodes, tool_schemas
 

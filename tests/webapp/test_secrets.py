@@ -75,7 +75,7 @@ def test_ors_catalog_without_any_key_is_refused(api):
 def test_a_stored_row_naming_a_variable_for_a_typed_url_sends_no_key(owner, recorder, monkeypatch):
     """Rows written before the fix (api_key_env beside a base_url) leak nothing either: the
     adapter the console and the worker build sends no key to a server a user typed."""
-    from worker.adapters import bind_adapter
+    from envs.adapters import bind_adapter
 
     url, record = recorder
     monkeypatch.setenv("OPENREWARD_API_KEY", CANARY)
@@ -91,7 +91,7 @@ def test_a_stored_row_naming_a_variable_for_a_typed_url_sends_no_key(owner, reco
 
 
 def test_the_catalog_host_gets_the_owners_own_key_and_nobody_elses(owner, outsider, recorder, settings):
-    from worker.adapters import bind_adapter
+    from envs.adapters import bind_adapter
 
     url, record = recorder
     settings.ENVLAB_OPENREWARD_API_URL = url  # the recorder stands in for the Open Reward host

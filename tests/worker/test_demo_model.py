@@ -365,3 +365,23 @@ def test_tool_call_rate_on_unseen_wordings_is_measured_with_trls_parser(
 
     assert rate.as_dict() == manifest["tool_calls"]["unseen_wordings_temperature_1"]
     assert rate.samples == 16
+
+
+def test_if_missing_rebuilds_a_model_built_with_another_recipe(tmp_path) -> None:
+    """`make run` builds with --if-missing: a checkout holding a model from an older recipe
+    (one that copied perfectly, a flat demo curve) gets the current one."""
+    import dataclasses
+    import json
+
+    from webapp.runs.management.commands.build_demo_model import _stale_reason
+    from worker.demo_model import MANIFEST_NAME
+    from worker.demo_model.training import RECIPES
+
+    manifest = tmp_path / MANIFEST_NAME
+    manifest.write_text(json.dumps({"recipe": dataclasses.asdict(RECIPES["demo"])}))
+    assert _stale_reason(tmp_path, "demo") == ""
+    assert _stale_reason(tmp_path, "test") == "was built with another recipe than the 'test' one"
+    manifest.write_text(json.dumps({"recipe": {**dataclasses.asdict(RECIPES["demo"]), "max_steps": 1}}))
+    assert "another recipe" in _stale_reason(tmp_path, "demo")
+    manifest.write_text("{not json")
+    assert _stale_reason(tmp_path, "demo") == "has an unreadable manifest"

@@ -26,15 +26,15 @@ from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservatio
 from openenv.core.env_server.types import Action, Observation, State
 from transformers.utils import get_json_schema
 
-from tests.envs.servers import REPO_ROOT, free_port, run_env_server
-from worker.adapters.base import EpisodeLost, OpenEnvAdapter
-from worker.adapters.generic import (
+from envs.adapters.base import EpisodeLost, OpenEnvAdapter
+from envs.adapters.generic import (
     classic_adapter_class,
     detect_openenv_style,
     fetch_schema,
     list_mcp_tools,
     mcp_adapter_class,
 )
+from tests.envs.servers import REPO_ROOT, free_port, run_env_server
 
 ECHO_APP = "envs.echo.server:app"
 MCPDEMO_APP = "envs.mcpdemo.server:app"
@@ -181,7 +181,7 @@ def test_probes_time_out_on_a_silent_server() -> None:
 
 def test_probes_import_no_openenv_or_torch() -> None:
     code = (
-        "import sys, worker.adapters.generic; "
+        "import sys, envs.adapters.generic; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & "
         "{'openenv', 'fastapi', 'fastmcp', 'torch', 'transformers', 'trl'}))"
     )

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from transformers.utils import get_json_schema
 
+from envs.adapters.base import EpisodeLost
+from envs.adapters.ors import OrsAdapter, _tool_method, ors_adapter_class, ors_rows
 from envs.ors.tasks import ECHO_TASKS, GUESS_TASKS
 from tests.envs.servers import free_port, run_server_command
-from worker.adapters.base import EpisodeLost
-from worker.adapters.ors import OrsAdapter, _tool_method, ors_adapter_class, ors_rows
 
 SERVER_ENV = {"OPENREWARD_DISABLE_UPDATE_CHECK": "1"}
 GUESS_PROMPT = (

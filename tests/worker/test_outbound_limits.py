@@ -7,13 +7,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from envs.adapters import adapter_class
+from envs.adapters.base import clip_tool_text
+from envs.adapters.generic import classic_adapter_class, fetch_schema
+from envs.adapters.ors import _served_environments
 from tests.catalog.outbound_servers import http_server, raw_server
 from tests.envs.servers import run_env_server
 from webapp.catalog.netguard import PRIVATE_RULE
-from worker.adapters import adapter_class
-from worker.adapters.base import clip_tool_text
-from worker.adapters.generic import classic_adapter_class, fetch_schema
-from worker.adapters.ors import _served_environments
 
 SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
 
@@ -91,7 +91,7 @@ def test_tool_answers_are_truncated_for_the_model(echo_url: str, settings) -> No
 
 
 def test_long_tool_errors_are_truncated_too(settings) -> None:
-    from worker.adapters.base import EpisodeLost, OpenEnvAdapter
+    from envs.adapters.base import EpisodeLost, OpenEnvAdapter
 
     settings.ENVLAB_MAX_TOOL_TEXT = 10
 
@@ -126,7 +126,7 @@ def test_the_ors_sdk_cannot_be_redirected_to_a_refused_address(settings) -> None
     import http.server
     import threading
 
-    from worker.adapters.ors import ors_adapter_class
+    from envs.adapters.ors import ors_adapter_class
 
     settings.ENVLAB_ALLOWED_ENV_NETWORKS = ["127.0.0.1/32"]
     hits: list[str] = []

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from envs.adapters import adapter_class
+from envs.adapters.base import EnvironmentAtCapacity, EpisodeLost
+from envs.adapters.router import ToolConflict, router_class
 from tests.envs.servers import free_port, run_env_server
 from webapp.runs.config import RewardTerm, parse_run_config
 from webapp.runs.models import Rollout, Run, RunEvent
 from webapp.runs.services import run_claim
 from webapp.runs.telemetry import telemetry_record
-from worker.adapters import adapter_class
-from worker.adapters.base import EnvironmentAtCapacity, EpisodeLost
-from worker.adapters.router import ToolConflict, router_class
 from worker.datasets import episode_rows
 from worker.rewards import compile_term
 

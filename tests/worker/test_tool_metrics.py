@@ -18,13 +18,12 @@ from openenv.core.env_server.mcp_environment import MCPEnvironment
 from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
 from openenv.core.env_server.types import Action, Observation, State
 
+from envs.adapters import adapter_class, loop, toolstats
+from envs.adapters.base import EpisodeLost
+from envs.adapters.generic import list_mcp_tools, mcp_adapter_class
+from envs.adapters.router import router_class
 from tests.envs.servers import free_port, run_env_server
 from webapp.runs.tool_metrics import ERROR_CLASSES
-from worker import toolstats
-from worker.adapters import adapter_class, loop
-from worker.adapters.base import EpisodeLost
-from worker.adapters.generic import list_mcp_tools, mcp_adapter_class
-from worker.adapters.router import router_class
 
 SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
 NO_ERRORS = {f"tools/errors/{name}": 0.0 for name in ERROR_CLASSES}
@@ -341,7 +340,7 @@ def test_ors_failures_take_the_sdks_reason():
         ToolFailed,
     )
 
-    from worker.adapters.ors import _lost_call_class
+    from envs.adapters.ors import _lost_call_class
 
     assert [
         _lost_call_class(exc)
@@ -356,8 +355,8 @@ def test_ors_failures_take_the_sdks_reason():
 
 
 def test_scripted_ors_episode(collect):
+    from envs.adapters.ors import ors_adapter_class
     from tests.worker.test_ors_adapter import ECHO_TASKS, ors_server
-    from worker.adapters.ors import ors_adapter_class
 
     with ors_server(free_port()) as url:
         adapter = ors_adapter_class(base_url=url, env_name="echo")()

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from transformers.utils import get_json_schema
 
+from envs.adapters import adapter_class
+from envs.adapters.wordle import WordleAdapter
 from envs.wordle.server import RULES, WORDS, feedback_lines, score_guess, secret_for_seed
 from tests.envs.servers import run_env_server
-from worker.adapters import adapter_class
-from worker.adapters.wordle import WordleAdapter
 
 APP = "envs.wordle.server:app"
 SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}

@@ -88,17 +88,17 @@ BUNDLED: dict[str, BundledSpec] = {
     spec.key: spec
     for spec in (
         _openenv("echo", "Echo", 8101, 64, AdapterSpec(
-            "echo", "worker.adapters.echo.EchoAdapter", ("echo",), "EchoAction", ("message",)
+            "echo", "envs.adapters.echo.EchoAdapter", ("echo",), "EchoAction", ("message",)
         )),
         _openenv("wordle", "Wordle", 8102, 64, AdapterSpec(
-            "wordle", "worker.adapters.wordle.WordleAdapter", ("guess",), "WordleAction", ("guess",)
+            "wordle", "envs.adapters.wordle.WordleAdapter", ("guess",), "WordleAction", ("guess",)
         )),
         _openenv("catch", "Catch", 8103, 64, AdapterSpec(
-            "catch", "worker.adapters.catch.CatchAdapter", ("move", "stay"), "CatchAction",
+            "catch", "envs.adapters.catch.CatchAdapter", ("move", "stay"), "CatchAction",
             ("direction",),
         )),
         _openenv("sudoku", "Sudoku", 8104, 64, AdapterSpec(
-            "sudoku", "worker.adapters.sudoku.SudokuAdapter", ("place",), "SudokuAction",
+            "sudoku", "envs.adapters.sudoku.SudokuAdapter", ("place",), "SudokuAction",
             ("row", "column", "digit"),
         )),
         _openenv("mcpdemo", "MCP demo", 8105, 64),

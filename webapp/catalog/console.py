@@ -326,7 +326,7 @@ class ConsoleSession:
     def bind(self) -> list[dict[str, Any]]:
         """Build the adapter class (may import openenv and read the server's schema)."""
         if self.adapter_class is None:
-            from worker.adapters import bind_adapter
+            from envs.adapters import bind_adapter
 
             adapter_class = bind_adapter(
                 environment=self.environment, env_name=self.environment.name, user=self.user

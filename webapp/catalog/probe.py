@@ -98,9 +98,9 @@ def _generated_tools(
     base_url: str, metadata: dict[str, Any], schema: dict[str, Any], mcp_tools: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The tools of the adapter the worker will generate for this server, as the model sees
-    them (worker.adapters.generic imports no openenv at module level: cheap here)."""
+    them (envs.adapters.generic imports no openenv at module level: cheap here)."""
+    from envs.adapters import generic
     from webapp.catalog.toolschema import describe_tools
-    from worker.adapters import generic
 
     name = metadata.get("name") or "environment"
     try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from envs.adapters.echo import ECHO_TOOL_DOCSTRING, echo  # noqa: F401 (the tool the model sees)
+
 # Words for the phrases the model is asked to echo. Lowercase, alphabetic, and each one a
 # single token of the demo tokenizer (the tokenizer is trained on text rich in them), so
 # echoing a phrase is copying one to three tokens.
@@ -25,25 +27,6 @@ WORDS: tuple[str, ...] = tuple(
 )
 # Deduplicated, order kept: the list above is easier to edit with repeats allowed.
 WORDS = tuple(dict.fromkeys(WORDS))
-
-
-def echo(message: str) -> str:
-    """Echo a message back to the caller.
-
-    Args:
-        message: The message to echo back.
-
-    Returns:
-        The same message, unchanged.
-    """
-    return message
-
-
-# The contract with the environment adapter: TRL renders an environment_factory method as
-# a tool with transformers' `get_json_schema` (bound methods drop `self`), so the adapter's
-# `echo` must have this name, signature and docstring for the prompt the demo model was
-# trained on to match the prompt it sees during GRPO.
-ECHO_TOOL_DOCSTRING: str = echo.__doc__ or ""
 
 
 def random_phrase(rng: random.Random, *, max_words: int = 3) -> str:

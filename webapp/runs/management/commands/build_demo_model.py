@@ -15,7 +15,10 @@ class Command(BaseCommand):
         parser.add_argument("name", nargs="?", default="echo")
         parser.add_argument("--variant", choices=["demo", "test"], default="demo")
         parser.add_argument("--seed", type=int, default=0)
-        parser.add_argument("--if-missing", action="store_true", help="do nothing when it is already built")
+        parser.add_argument(
+            "--if-missing", action="store_true",
+            help="do nothing when it is already built with the current recipe of this variant",
+        )
 
     def handle(self, *args: Any, name: str, variant: str, seed: int, if_missing: bool, **options: Any) -> None:
         import os
@@ -28,8 +31,26 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         if if_missing and is_built(path):
-            self.stdout.write(f"demo:{name} is already built at {path}")
-            return
+            stale = _stale_reason(path, variant)
+            if not stale:
+                self.stdout.write(f"demo:{name} is already built at {path}")
+                return
+            self.stdout.write(f"demo:{name} at {path} {stale}: rebuilding it")
         self.stdout.write(f"Building demo:{name} ({variant}) at {path} ...")
         build_demo_model(path, variant=variant, seed=seed, progress=lambda msg: self.stdout.write(f"  {msg}"))
         self.stdout.write(self.style.SUCCESS(f"demo:{name} ready at {path}"))
+
+
+def _stale_reason(path: Any, variant: str) -> str:
+    """Why a built model is not what this checkout builds ("" when it is): a build from an
+    older recipe (say, a demo that copied perfectly and so taught GRPO nothing) is replaced."""
+    import dataclasses
+
+    from worker.demo_model import read_manifest
+    from worker.demo_model.training import RECIPES
+
+    try:
+        built = read_manifest(path).get("recipe")
+    except (OSError, ValueError):
+        return "has an unreadable manifest"
+    return "" if built == dataclasses.asdict(RECIPES[variant]) else f"was built with another recipe than the {variant!r} one"

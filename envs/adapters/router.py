@@ -14,8 +14,8 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from envs.adapters import toolstats
 from webapp.runs.tool_metrics import TOOL_NOT_FOUND, safe_tool_name
-from worker import toolstats
 
 
 class ToolConflict(ValueError):
@@ -109,7 +109,7 @@ def _getattr(self: Any, name: str) -> Any:
 def _route(tool_name: str, template: Callable[..., Any]) -> Callable[..., Any]:
     def tool(self: Any, *args: Any, **kwargs: Any) -> Any:
         if self.env_name not in self.tool_owners[tool_name]:
-            # No adapter runs: counted here (worker/toolstats.py), as the tool this episode lacks.
+            # No adapter runs: counted here (envs/adapters/toolstats.py), as the tool this episode lacks.
             toolstats.record(safe_tool_name(tool_name), None, TOOL_NOT_FOUND)
             own = sorted(public_tools(self.members[self.env_name])) if self.env_name in self.members else []
             raise ValueError(

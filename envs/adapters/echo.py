@@ -8,8 +8,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from worker.adapters.base import OpenEnvAdapter
-from worker.demo_model.conversations import ECHO_TOOL_DOCSTRING
+from envs.adapters.base import OpenEnvAdapter
+
+
+def echo(message: str) -> str:
+    """Echo a message back to the caller.
+
+    Args:
+        message: The message to echo back.
+
+    Returns:
+        The same message, unchanged.
+    """
+    return message
+
+
+# The contract with the environment adapter: TRL renders an environment_factory method as
+# a tool with transformers' `get_json_schema` (bound methods drop `self`), so the adapter's
+# `echo` must have this name, signature and docstring for the prompt the demo model was
+# trained on to match the prompt it sees during GRPO.
+ECHO_TOOL_DOCSTRING: str = echo.__doc__ or ""
 
 
 class EchoAdapter(OpenEnvAdapter):
@@ -29,5 +47,5 @@ class EchoAdapter(OpenEnvAdapter):
         return result.observation.echoed_message
 
 
-# The demo model was trained on this exact tool description (see worker.demo_model).
+# The demo model was trained on this exact tool description (worker.demo_model.conversations).
 EchoAdapter.echo.__doc__ = ECHO_TOOL_DOCSTRING

@@ -29,6 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
 
+from envs.adapters import toolstats
+from envs.adapters.base import ClipsToolText, EpisodeLost, clip_tool_text
+from envs.adapters.typed_tools import docstring, make_tool, one_line, typed_parameters
 from webapp.catalog import netguard
 from webapp.runs.tool_metrics import (
     EXECUTION_ERROR,
@@ -37,9 +40,6 @@ from webapp.runs.tool_metrics import (
     TOOL_NOT_FOUND,
     TRANSPORT_ERROR,
 )
-from worker import toolstats
-from worker.adapters.base import ClipsToolText, EpisodeLost, clip_tool_text
-from worker.adapters.typed_tools import docstring, make_tool, one_line, typed_parameters
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +327,7 @@ def _served_environments(base_url: str) -> list[str] | None:
 
 def _tool_method(spec: Any) -> Callable[..., str]:
     """A method with the tool's own name and argument names, typed from its input schema
-    (worker/adapters/typed_tools.py, as the generic adapters are), so that
+    (envs/adapters/typed_tools.py, as the generic adapters are), so that
     ``transformers.utils.get_json_schema`` (what TRL shows the model) describes it exactly."""
     name = spec.name
     if (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from worker.adapters.base import OpenEnvAdapter
+from envs.adapters.base import OpenEnvAdapter
 
 MOVES = ("left", "right")
 
@@ -19,7 +19,7 @@ class CatchAdapter(OpenEnvAdapter):
         self.won = False
 
     def _open_client(self) -> Any:
-        from envs.catch.client import CatchEnv  # openenv lazily: see worker/adapters/echo.py
+        from envs.catch.client import CatchEnv  # openenv lazily: see envs/adapters/echo.py
 
         return CatchEnv(base_url=self.base_url).sync()
 

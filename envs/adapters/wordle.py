@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from worker.adapters.base import OpenEnvAdapter
+from envs.adapters.base import OpenEnvAdapter
 
-# envs.wordle.models.MAX_GUESS_CHARS; openenv is imported lazily (see worker/adapters/echo.py).
+# envs.wordle.models.MAX_GUESS_CHARS; openenv is imported lazily (see envs/adapters/echo.py).
 MAX_GUESS_CHARS = 100
 
 

@@ -59,7 +59,7 @@ def base_adapter(environment: Any, *, user: Any = None) -> type[Any]:
     """
     metadata: Mapping[str, Any] = environment.metadata or {}
     if environment.kind == "ors":
-        from worker.adapters.ors import ors_adapter_class
+        from envs.adapters.ors import ors_adapter_class
 
         return ors_adapter_class(
             base_url=environment.base_url,
@@ -72,7 +72,7 @@ def base_adapter(environment: Any, *, user: Any = None) -> type[Any]:
     spec = recorded_adapter(metadata)
     if spec is not None:
         return _load(spec.adapter_path)
-    from worker.adapters import generic
+    from envs.adapters import generic
 
     style = metadata.get("style")
     schema: dict[str, Any] | None = None
@@ -100,7 +100,7 @@ def _bundled_on_server(base_url: str) -> tuple[AdapterSpec | None, dict[str, Any
     Raises ConnectionError (unreachable) or ValueError (not an OpenEnv server), as the
     generic adapters' reads do.
     """
-    from worker.adapters import generic
+    from envs.adapters import generic
 
     schema = generic.fetch_schema(base_url)
     try:

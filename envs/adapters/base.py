@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from envs.adapters import toolstats
+from envs.adapters.loop import LoopClient
 from webapp.runs.tool_metrics import TRANSPORT_ERROR, safe_tool_name
-from worker import toolstats
-from worker.adapters.loop import LoopClient
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def _clipped_error(exc: Exception) -> Exception:
 
 
 def _clipping(func: Callable[..., Any]) -> Callable[..., Any]:
-    # Every tool call passes here: counted per tool (worker/toolstats.py), reset is not a tool.
+    # Every tool call passes here: counted per tool (envs/adapters/toolstats.py), reset is not a tool.
     counted = safe_tool_name(func.__name__) if func.__name__ != "reset" else None
 
     @functools.wraps(func)  # TRL describes the tool from the name, docstring and signature

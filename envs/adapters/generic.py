@@ -45,11 +45,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, ClassVar, Literal
 
-from webapp.catalog import netguard
-from webapp.runs.tool_metrics import ERROR_CLASSES, EXECUTION_ERROR, UNKNOWN_TOOL
-from worker import toolstats
-from worker.adapters.base import LOST_MESSAGE, EpisodeLost, OpenEnvAdapter
-from worker.adapters.typed_tools import (
+from envs.adapters import toolstats
+from envs.adapters.base import LOST_MESSAGE, EpisodeLost, OpenEnvAdapter
+from envs.adapters.typed_tools import (
     docstring,
     identifier,
     make_tool,
@@ -57,6 +55,8 @@ from worker.adapters.typed_tools import (
     typed_parameters,
     unique,
 )
+from webapp.catalog import netguard
+from webapp.runs.tool_metrics import ERROR_CLASSES, EXECUTION_ERROR, UNKNOWN_TOOL
 
 log = logging.getLogger(__name__)
 

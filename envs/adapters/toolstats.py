@@ -1,6 +1,6 @@
 """Per-tool calls, failures, latency and error classes, counted where the calls happen.
 
-The adapters' tool wrapper (worker/adapters/base.py) records every call with its duration
+The adapters' tool wrapper (envs/adapters/base.py) records every call with its duration
 and, for a failure, its error class (webapp/runs/tool_metrics.py: OpenEnv's MCP taxonomy
 plus `unknown_tool`). Calls TRL answers itself, without calling any tool (a tool name the
 environment does not have), are counted from the batch's transcripts. The training
@@ -72,7 +72,7 @@ def error_class(exc: BaseException) -> str:
     tagged = getattr(exc, "envlab_error_class", None)
     if tagged in ERROR_CLASSES:
         return str(tagged)
-    if isinstance(exc, TimeoutError):  # the loops' own timeouts (worker/adapters/loop.py, ors.py)
+    if isinstance(exc, TimeoutError):  # the loops' own timeouts (envs/adapters/loop.py, ors.py)
         return TIMEOUT
     if isinstance(exc, json.JSONDecodeError):  # a server that answered something else
         return TRANSPORT_ERROR

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from worker.adapters.base import OpenEnvAdapter
+from envs.adapters.base import OpenEnvAdapter
 
 
 def _check_number(name: str, value: object) -> int:
@@ -25,7 +25,7 @@ class SudokuAdapter(OpenEnvAdapter):
         self.solved = False
 
     def _open_client(self) -> Any:
-        from envs.sudoku.client import SudokuEnv  # openenv lazily: see worker/adapters/echo.py
+        from envs.sudoku.client import SudokuEnv  # openenv lazily: see envs/adapters/echo.py
 
         return SudokuEnv(base_url=self.base_url).sync()
 
