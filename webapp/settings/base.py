@@ -155,7 +155,11 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     # 3.1: JSON Schema 2020-12, the dialect of the pydantic run config published in it.
     "OAS_VERSION": "3.1.0",
-    "ENUM_NAME_OVERRIDES": {"EnvironmentKindEnum": "webapp.catalog.models.Environment.Kind"},
+    "ENUM_NAME_OVERRIDES": {
+        "EnvironmentKindEnum": "webapp.catalog.models.Environment.Kind",
+        "EnvironmentStatusEnum": "webapp.catalog.models.Environment.Status",
+        "RunStatusEnum": "webapp.runs.models.Run.Status",
+    },
 }
 REST_KNOX = {
     "TOKEN_TTL": timedelta(hours=float(os.environ.get("ENVLAB_TOKEN_TTL_HOURS", 24 * 30))),
