@@ -210,10 +210,10 @@ def test_a_real_run_raises_its_alert_on_the_open_page_and_ends_with_warnings(
 ):
     env_id = register_echo(api, broken_echo_url)
     # Room for the error text (TRL drops a tool result that would overrun the completion);
-    # every call fails, so the tool_failures alert comes at step 5, mid-run (late enough for
-    # the page to be open first on a loaded machine).
-    config = run_config(env_id, max_steps=8, save_steps=2, max_completion_length=128)
-    config["alerts"] = {"tool_failure_steps": 5}
+    # every call fails, so the tool_failures alert comes at step 7 of 10, mid-run: late
+    # enough for the page to be open first on a loaded machine (the whole suite running).
+    config = run_config(env_id, max_steps=10, save_steps=2, max_completion_length=128)
+    config["alerts"] = {"tool_failure_steps": 7}
     run_id = api.post("/api/runs/", config, format="json").json()["id"]
 
     page = _open(browser, web, run_id)
@@ -228,9 +228,9 @@ def test_a_real_run_raises_its_alert_on_the_open_page_and_ends_with_warnings(
     run = Run.objects.get(pk=run_id)
     assert (opened_before_the_alert, no_banner_at_first) == (True, True)
     # The banner came while the run was still training.
-    assert alerted is not None and alerted["status"] == "running" and alerted["step"] < 8, alerted
+    assert alerted is not None and alerted["status"] == "running" and alerted["step"] < 10, alerted
     assert page.locator('#run-alerts li.run-alert[data-kind="tool_failures"]').count() == 1
-    assert (run.status, run.step, run.checkpoint_step, run.attempts) == ("succeeded", 8, 8, 1)
+    assert (run.status, run.step, run.checkpoint_step, run.attempts) == ("succeeded", 10, 10, 1)
     assert (
         _text(page, "#run-worker"),
         _text(page, "#run-attempts"),
@@ -238,7 +238,7 @@ def test_a_real_run_raises_its_alert_on_the_open_page_and_ends_with_warnings(
     ) == (
         run.worker_name,
         "1",
-        "step 8",
+        "step 10",
     )
     wait_for(lambda: _shown_events(page) == _stored_events(run_id), 10, "every event to show")
     kinds = [kind for _, kind, _ in _shown_events(page)]
