@@ -217,7 +217,8 @@ def test_a_real_run_raises_its_alert_on_the_open_page_and_ends_with_warnings(
     run_id = api.post("/api/runs/", config, format="json").json()["id"]
 
     page = _open(browser, web, run_id)
-    opened_before_the_alert = not RunEvent.objects.filter(run_id=run_id, kind="alert").exists()
+    # What the page itself saw when it loaded (not when `_open` returned, which may be after
+    # the alert on a loaded machine): no banner then, and one later, while still running.
     no_banner_at_first = page.evaluate("window.__bannerAtLoad") is False
 
     wait_status(run_id, ("succeeded", "failed", "cancelled", "interrupted"), 300, worker)
@@ -226,7 +227,7 @@ def test_a_real_run_raises_its_alert_on_the_open_page_and_ends_with_warnings(
 
     alerted = page.evaluate("window.__alerted")
     run = Run.objects.get(pk=run_id)
-    assert (opened_before_the_alert, no_banner_at_first) == (True, True)
+    assert no_banner_at_first
     # The banner came while the run was still training.
     assert alerted is not None and alerted["status"] == "running" and alerted["step"] < 10, alerted
     assert page.locator('#run-alerts li.run-alert[data-kind="tool_failures"]').count() == 1
