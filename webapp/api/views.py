@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
@@ -261,14 +264,22 @@ class RunRolloutsApi(APIView):
                 : limit + 1
             ]
         )
-        page, more = rows[:limit], len(rows) > limit
-        next_url = None
-        if more:
-            params = request.query_params.copy()
-            params["after_seq"] = str(page[-1].seq)
-            params["limit"] = str(limit)
-            next_url = request.build_absolute_uri(f"{request.path}?{params.urlencode()}")
+        page, next_url = _keyset_page(request, rows, limit, "after_seq", lambda row: row.seq)
         return Response({"results": RolloutOut(page, many=True).data, "next": next_url})
+
+
+def _keyset_page(
+    request: Request, rows: list[Any], limit: int, cursor: str, key: Callable[[Any], int]
+) -> tuple[list[Any], str | None]:
+    """The first `limit` of `rows` (fetched as limit + 1), and the URL of the next page: the
+    same query with `cursor` set past the last row shown, or None when there is no more."""
+    page = rows[:limit]
+    if len(rows) <= limit:
+        return page, None
+    params = request.query_params.copy()
+    params[cursor] = str(key(page[-1]))
+    params["limit"] = str(limit)
+    return page, request.build_absolute_uri(f"{request.path}?{params.urlencode()}")
 
 
 class RunEventsApi(APIView):
@@ -284,13 +295,7 @@ class RunEventsApi(APIView):
         after = _int_param(request, "after", None, 0, 10**15)
         limit = _int_param(request, "limit", 100, 1, 500)
         rows = list(run_events(run=run, after_id=after)[: limit + 1])
-        page, more = rows[:limit], len(rows) > limit
-        next_url = None
-        if more:
-            params = request.query_params.copy()
-            params["after"] = str(page[-1].pk)
-            params["limit"] = str(limit)
-            next_url = request.build_absolute_uri(f"{request.path}?{params.urlencode()}")
+        page, next_url = _keyset_page(request, rows, limit, "after", lambda row: row.pk)
         return Response({"results": RunEventOut(page, many=True).data, "next": next_url})
 
 
