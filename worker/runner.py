@@ -28,9 +28,10 @@ from envs.adapters.router import router_class  # noqa: E402
 from webapp.accounts.secrets import user_secret_value  # noqa: E402
 from webapp.catalog.models import Environment  # noqa: E402
 from webapp.catalog.netguard import check_outbound_url  # noqa: E402
+from webapp.runs.checkpoints import model_resolve  # noqa: E402
 from webapp.runs.config import RunConfig  # noqa: E402
 from webapp.runs.models import Run  # noqa: E402
-from webapp.runs.services import model_folder_error, model_path, run_finish, run_rewind  # noqa: E402
+from webapp.runs.services import model_folder_error, run_finish, run_rewind  # noqa: E402
 from worker.datasets import episode_rows  # noqa: E402
 from worker.health import HealthMonitor  # noqa: E402
 from worker.rewards import compile_rewards  # noqa: E402
@@ -245,15 +246,16 @@ def build_trainer(run: Run, config: RunConfig, sink: TelemetrySink | None, outpu
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    local = model_path(config.model)
-    if local is not None and not config.model.startswith("demo:"):
+    # A checkpoint is looked up again, as the owner: the source run may be gone since launch.
+    resolved = model_resolve(model=config.model, user=run.owner)
+    source = resolved.source
+    if resolved.local and isinstance(config.model, str) and not config.model.startswith("demo:"):
         # Checked at launch too; again here, where the folder is read (a symlink may have moved).
-        refused = model_folder_error(local)
+        refused = model_folder_error(Path(source))
         if refused:
             raise ValueError(refused)
-    source = str(local) if local is not None else config.model
     # A hub model may be gated: the owner's own Hugging Face token, never another user's.
-    hub_token = None if local is not None else user_secret_value(user=run.owner, name="hf_token")
+    hub_token = None if resolved.local else user_secret_value(user=run.owner, name="hf_token")
     tokenizer = AutoTokenizer.from_pretrained(source, token=hub_token)
     model = AutoModelForCausalLM.from_pretrained(
         source, dtype=torch.float32 if config.device == "cpu" else "auto", token=hub_token

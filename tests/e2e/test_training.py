@@ -126,3 +126,34 @@ def test_duplicate_delivery_trains_once(api, echo_url, worker, second_worker):
         30,
         "the duplicate to finish",
     )
+
+
+def test_a_run_trains_on_from_another_runs_checkpoint(api, echo_url, worker):
+    """The checkpoint a run lists is a model the next run starts from: the second run's
+    weights are the checkpoint's (marked here by an offset no training step could make)."""
+    from django.conf import settings
+    from safetensors.torch import load_file, save_file
+
+    env_id = register_echo(api, echo_url)
+    first = api.post("/api/runs/", run_config(env_id, max_steps=2, save_steps=2), format="json").json()["id"]
+    wait_status(first, ("succeeded", "failed"), 300, worker)
+    listed = api.get(f"/api/runs/{first}/").json()["checkpoints"]
+    assert [(item["step"], item["phase"]) for item in listed] == [(2, "grpo")]
+    weights_file = settings.RUNS_DIR / str(first) / "checkpoint-2" / "model.safetensors"
+    weights = load_file(str(weights_file))
+    name = "model.norm.weight"
+    weights[name] = weights[name] + 0.5
+    save_file(weights, str(weights_file), metadata={"format": "pt"})
+
+    config = {**run_config(env_id, max_steps=1, save_steps=1), "model": {"run": first}}
+    response = api.post("/api/runs/", config, format="json")
+    assert response.status_code == 201, response.json()
+    second = response.json()["id"]
+    assert response.json()["config"]["model"] == {"run": first, "checkpoint": 2}
+    run = wait_status(second, ("succeeded", "failed"), 300, worker)
+    assert (run.status, run.error, run.model) == ("succeeded", "", f"run:{first}@2")
+    demo = load_file(str(settings.MODELS_DIR / "echo" / "model.safetensors"))[name]
+    after = load_file(str(settings.RUNS_DIR / str(second) / "checkpoint-1" / "model.safetensors"))[name]
+    # One step at lr 5e-5 moves a weight by about 5e-5: far from the demo's, at the marked start.
+    assert (after - weights[name]).abs().max().item() < 0.01
+    assert (after - demo).abs().min().item() > 0.4

@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from webapp.catalog.models import Environment
+from webapp.runs.checkpoints import run_checkpoints
 from webapp.runs.models import Rollout, Run, RunEvent, WorkerHeartbeat
 from webapp.runs.selectors import run_alerts, run_progress, run_status_display
 
@@ -118,6 +119,28 @@ class RunOut(serializers.ModelSerializer):
     @extend_schema_field(serializers.CharField())
     def get_status_display(self, run: Run) -> str:
         return run_status_display(run=run, alerts=self._alerts(run))
+
+
+class CheckpointOut(serializers.Serializer):
+    step = serializers.IntegerField(help_text="The GRPO step; 0 is the warm-up's model.")
+    phase = serializers.ChoiceField(choices=["warmup", "grpo"])
+    created_at = serializers.DateTimeField()
+    size_bytes = serializers.IntegerField()
+
+
+class RunDetailOut(RunOut):
+    """One run, with what is on disk for it (not in lists: it reads the run's folder)."""
+
+    checkpoints = serializers.SerializerMethodField(
+        help_text='Usable as a model: {"run": <id>, "checkpoint": <step>|"last"}.'
+    )
+
+    class Meta(RunOut.Meta):
+        fields = [*RunOut.Meta.fields, "checkpoints"]
+
+    @extend_schema_field(CheckpointOut(many=True))
+    def get_checkpoints(self, run: Run) -> list[dict]:
+        return [checkpoint.as_dict() for checkpoint in run_checkpoints(run=run)]
 
 
 class RunEventOut(serializers.ModelSerializer):

@@ -21,6 +21,7 @@ from webapp.api.serializers import (
     EnvironmentOut,
     EnvironmentRegisteredOut,
     RolloutOut,
+    RunDetailOut,
     RunEventOut,
     RunOut,
     RunToolTableOut,
@@ -183,10 +184,10 @@ def _changeable_run(request: Request, pk: int) -> Run:
 
 
 class RunDetailApi(APIView):
-    @extend_schema(responses=RunOut)
+    @extend_schema(responses=RunDetailOut)
     def get(self, request: Request, pk: int) -> Response:
         run_mark_stale_interrupted()
-        return Response(RunOut(_visible_run(request, pk)).data)
+        return Response(RunDetailOut(_visible_run(request, pk)).data)
 
 
 class RunCancelApi(APIView):

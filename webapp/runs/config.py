@@ -14,8 +14,10 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     StringConstraints,
+    Tag,
     ValidationError,
     field_validator,
     model_validator,
@@ -105,6 +107,36 @@ class RunEnvironment(_Strict):
         if value and not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", value):
             raise ValueError("use lowercase letters, digits, '-' and '_'")
         return value
+
+
+class CheckpointRef(_Strict):
+    """A model trained here: a run's checkpoint (step 0: its warm-up's result) or its newest."""
+
+    run: int = Field(ge=1, description="Id of a run whose checkpoint to start from.")
+    checkpoint: int | Literal["last"] = Field(
+        default="last", description='A checkpoint step (0: the warm-up\'s model), or "last" for the newest.'
+    )
+
+    @field_validator("checkpoint", mode="before")
+    @classmethod
+    def _step_or_last(cls, value: Any) -> Any:
+        # Before the union, so a bad value gets one message rather than one per member.
+        if value == "last" or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+            return value
+        raise ValueError('a checkpoint is a step (0 or more; 0 is the warm-up\'s model) or "last"')
+
+
+def _model_kind(value: Any) -> str:
+    return "ref" if isinstance(value, dict | CheckpointRef) else "name"
+
+
+# Tagged, so an error names the member the input was meant for, not every member.
+ModelSpec = Annotated[
+    Annotated[Annotated[str, StringConstraints(min_length=1, max_length=500)], Tag("name")]
+    | Annotated[CheckpointRef, Tag("ref")],
+    Discriminator(_model_kind),
+]
+UNION_TAGS = ("name", "ref")
 
 
 class RewardTerm(_Strict):
@@ -237,7 +269,9 @@ class GenerationSettings(_Strict):
 
 class RunConfig(_Strict):
     name: str = Field(min_length=1, max_length=120)
-    model: str = Field(min_length=1, max_length=500)
+    model: ModelSpec = Field(
+        description='A hub id, an absolute local folder, "demo:<name>", or {"run": <id>, "checkpoint": <step>|"last"}.'
+    )
     environments: list[RunEnvironment] = Field(min_length=1, max_length=8)
     rewards: list[RewardTerm] = Field(
         default_factory=lambda: [RewardTerm(name="env_reward", kind="env_reward", weight=1.0)],
@@ -251,7 +285,9 @@ class RunConfig(_Strict):
 
     @field_validator("model")
     @classmethod
-    def _model_form(cls, value: str) -> str:
+    def _model_form(cls, value: str | CheckpointRef) -> str | CheckpointRef:
+        if isinstance(value, CheckpointRef):
+            return value
         value = value.strip()
         if value.startswith("demo:"):
             if not MODEL_DEMO_RE.fullmatch(value):
@@ -346,7 +382,8 @@ def parse_run_config(data: Any) -> RunConfig:
                 key = f"{prefix}.{ctx_error.field}" if prefix else ctx_error.field
                 errors.setdefault(key, []).append(ctx_error.message)
                 continue
-            key = ".".join(str(p) for p in error["loc"]) or "non_field_errors"
+            loc = [p for i, p in enumerate(error["loc"]) if not (i and error["loc"][i - 1] == "model" and p in UNION_TAGS)]
+            key = ".".join(str(p) for p in loc) or "non_field_errors"
             message = error["msg"].removeprefix("Value error, ")
             errors.setdefault(key, []).append(message)
         raise RunConfigError(errors) from None

@@ -51,6 +51,19 @@ REWARD_KINDS = [(kind, kind) for kind in get_args(RewardTerm.model_fields["kind"
 DEFAULT_PROMPT = "Echo '{phrase}'."
 
 
+CHECKPOINT_LABEL_RE = re.compile(r"^run:([0-9]{1,12})@([0-9]{1,9}|last)$")
+
+
+def model_spec(text: str) -> str | dict[str, Any]:
+    """The run config's `model` for what the form's model input says: `run:<id>@<step|last>`
+    (how webapp.runs.checkpoints.model_label shows a checkpoint) becomes a checkpoint reference."""
+    match = CHECKPOINT_LABEL_RE.fullmatch(text.strip())
+    if match is None:
+        return text
+    step = match.group(2)
+    return {"run": int(match.group(1)), "checkpoint": step if step == "last" else int(step)}
+
+
 def _default(field: str) -> Any:
     return GRPOSettings.model_fields[field].get_default(call_default_factory=True)
 
@@ -92,7 +105,8 @@ class RunForm(forms.Form):
     model = forms.CharField(
         max_length=500,
         initial="demo:echo",
-        help_text="A hub id 'org/name', an absolute local folder, or 'demo:<name>'.",
+        help_text="A hub id 'org/name', an absolute local folder, 'demo:<name>', or a run's checkpoint "
+        "'run:<id>@<step>' ('run:<id>@last' for its newest).",
     )
     environment = EnvironmentChoiceField(queryset=Environment.objects.all(), empty_label=None)
     prompt = forms.CharField(
@@ -149,7 +163,7 @@ class RunForm(forms.Form):
         alerts["enabled"] = bool(alerts.get("enabled"))
         alerts["stop_on"] = list(alerts.get("stop_on") or [])
         return {
-            "name": data["name"], "model": data["model"], "environments": [item], "grpo": grpo, "alerts": alerts,
+            "name": data["name"], "model": model_spec(data["model"]), "environments": [item], "grpo": grpo, "alerts": alerts,
         }
 
 
@@ -204,6 +218,8 @@ def errors_to_form(
         target: tuple[forms.Form, str | None] | None = None
         if key in form.fields:
             target = (form, key)
+        elif parts[0] == "model":
+            target = (form, "model")
         elif parts[0] == "grpo" and len(parts) == 2 and parts[1] in form.fields:
             target = (form, parts[1])
         elif parts[0] == "alerts" and len(parts) >= 2 and parts[1] in ALERT_SETTINGS:

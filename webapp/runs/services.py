@@ -23,7 +23,8 @@ from webapp.catalog.netguard import OutboundRefused, check_outbound_url
 from webapp.catalog.probe import ProbeError, probe_environment
 from webapp.catalog.selectors import environments_visible_to
 from webapp.runs import metric_tiers
-from webapp.runs.config import RunConfig, RunConfigError, parse_run_config
+from webapp.runs.checkpoints import ModelRefError, model_label, model_pinned, model_resolve
+from webapp.runs.config import CheckpointRef, RunConfig, RunConfigError, parse_run_config
 from webapp.runs.live import notify_run
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 from webapp.runs.selectors import run_live_note
@@ -126,7 +127,14 @@ def _tool_shape(tool: Any) -> str:
 def run_config_check(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, list[str]]:
     """Rules that need the database or the disk. Re-probes each environment's health."""
     errors: dict[str, list[str]] = {}
-    model_error = _model_error(config.model)
+    if isinstance(config.model, CheckpointRef):
+        try:
+            model_resolve(model=config.model, user=user)
+            model_error = None
+        except ModelRefError as exc:
+            model_error = str(exc)
+    else:
+        model_error = _model_error(config.model)
     if model_error:
         errors["model"] = [model_error]
     vllm_error = _vllm_server_error(config.generation.vllm_server_base_url)
@@ -210,6 +218,10 @@ def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
     errors = run_config_check(config=config, user=owner)
     if errors:
         raise RunConfigError(errors)
+    try:
+        config.model = model_pinned(model=config.model, user=owner)
+    except ModelRefError as exc:  # the checkpoint went away since the check
+        raise RunConfigError({"model": [str(exc)]}) from None
     with transaction.atomic():
         _lock_owner(owner)
         quota = _active_runs_error(owner)
@@ -219,7 +231,7 @@ def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
             owner=owner,
             name=config.name,
             config=config.model_dump(mode="json"),
-            model=config.model,
+            model=model_label(config.model),
             max_steps=config.grpo.max_steps,
             sent_at=timezone.now(),
             sends=1,

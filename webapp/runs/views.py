@@ -24,6 +24,7 @@ from webapp.api.throttles import throttle_posts
 from webapp.catalog.models import Environment
 from webapp.catalog.selectors import environments_visible_to
 from webapp.runs.charts import run_chart_page, run_charts
+from webapp.runs.checkpoints import run_checkpoints
 from webapp.runs.config import RunConfigError
 from webapp.runs.demo import demo_config, demo_environment, run_launch_demo
 from webapp.runs.forms import (
@@ -128,7 +129,9 @@ def run_demo(request: HttpRequest) -> HttpResponse:
 def run_new(request: HttpRequest) -> HttpResponse:
     posted = request.POST if request.method == "POST" else None
     mode = request.POST.get("mode", "form") if posted is not None else "form"
-    form = RunForm(posted if mode == "form" else None)
+    # "Start a run from it" on a run's checkpoint links here with ?model=run:<id>@<step>.
+    initial_model = request.GET.get("model", "")[:500]
+    form = RunForm(posted if mode == "form" else None, initial={"model": initial_model} if initial_model else None)
     # Only environments the user may see are offered (run_launch refuses the others too).
     form.fields["environment"].queryset = environments_visible_to(user=request.user)
     rewards = RewardFormSet(
@@ -327,6 +330,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "chart_page": chart_page,
             "rollouts": [rollout_view(r) for r in rollouts],
             "tool_table": run_tool_table(run=run),
+            "checkpoints": run_checkpoints(run=run),
             "events": run.events.order_by("-created_at", "-id")[:200],
             "config_json": json.dumps(run.config, indent=2, sort_keys=True, ensure_ascii=False),
             "live": _live_config(run, last_seq, progress),

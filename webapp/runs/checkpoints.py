@@ -1,0 +1,167 @@
+"""A run's checkpoints on disk, and the one resolver of a `model` a run or an evaluation names.
+
+A checkpoint is a folder the trainer wrote under RUNS_DIR/<run id>/: `checkpoint-<step>` from
+GRPO (transformers' Trainer layout, with `trainer_state.json`), and the warm-up's result in
+`warmup/model`, listed as step 0 (the model GRPO starts from). Only checkpoints up to the run's
+recorded `checkpoint_step` count: a newer folder belongs to a timeline a resume threw away.
+
+A `model` is a hub id, a local folder, `demo:<name>`, or `{"run": <id>, "checkpoint": <step> |
+"last"}`. A checkpoint is reached through its run, so the run must be visible to the user
+(webapp.runs.selectors.runs_visible_to); local folders and RUNS_DIR stay apart
+(services.model_folder_error refuses a path into RUNS_DIR).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from django.conf import settings
+
+from webapp.runs.config import CheckpointRef
+from webapp.runs.models import Run
+
+CHECKPOINT_DIR_RE = re.compile(r"^checkpoint-([0-9]{1,9})$")
+WARMUP_MODEL_DIR = Path("warmup") / "model"
+Phase = Literal["warmup", "grpo"]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    step: int
+    phase: Phase
+    created_at: datetime
+    size_bytes: int
+    path: Path
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "phase": self.phase,
+            "created_at": self.created_at,
+            "size_bytes": self.size_bytes,
+        }
+
+
+class ModelRefError(ValueError):
+    """A `model` that names nothing usable; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """What `from_pretrained` takes (`source`: a folder or a hub id) and how to show it."""
+
+    source: str
+    label: str
+    local: bool
+    run_id: int | None = None
+    checkpoint: int | None = None
+
+
+def run_dir(run_id: int) -> Path:
+    return Path(settings.RUNS_DIR) / str(run_id)
+
+
+def warmup_model_dir(run_id: int) -> Path:
+    """Where a run's warm-up leaves its model (written whole, then renamed into place)."""
+    return run_dir(run_id) / WARMUP_MODEL_DIR
+
+
+def _folder_facts(path: Path, marker: str) -> tuple[datetime, int] | None:
+    try:
+        stamp = (path / marker).stat().st_mtime
+        size = 0
+        for root, _dirs, files in os.walk(path):
+            for name in files:
+                try:
+                    size += (Path(root) / name).stat().st_size
+                except OSError:  # removed while we looked
+                    continue
+    except OSError:
+        return None
+    return datetime.fromtimestamp(stamp, tz=UTC), size
+
+
+def run_checkpoints(*, run: Run) -> list[Checkpoint]:
+    """The run's usable checkpoints, by step (the warm-up's model first, as step 0)."""
+    base = run_dir(run.pk)
+    found: list[Checkpoint] = []
+    warmup = base / WARMUP_MODEL_DIR
+    facts = _folder_facts(warmup, "config.json")
+    if facts is not None:
+        found.append(Checkpoint(0, "warmup", facts[0], facts[1], warmup))
+    recorded = run.checkpoint_step
+    try:
+        entries = list(base.iterdir()) if recorded else []
+    except OSError:
+        entries = []
+    for entry in entries:
+        match = CHECKPOINT_DIR_RE.fullmatch(entry.name)
+        if match is None:
+            continue
+        step = int(match.group(1))
+        if recorded is None or step > recorded or step == 0:
+            continue
+        facts = _folder_facts(entry, "trainer_state.json")
+        if facts is not None and (entry / "config.json").is_file():
+            found.append(Checkpoint(step, "grpo", facts[0], facts[1], entry))
+    return sorted(found, key=lambda checkpoint: checkpoint.step)
+
+
+def run_checkpoint(*, run: Run, checkpoint: int | Literal["last"]) -> Checkpoint:
+    """One checkpoint of `run` ("last": the newest). Raises ModelRefError."""
+    listed = run_checkpoints(run=run)
+    if not listed:
+        raise ModelRefError(f"run {run.pk} has no checkpoint yet")
+    if checkpoint == "last":
+        return listed[-1]
+    for item in listed:
+        if item.step == checkpoint:
+            return item
+    steps = ", ".join(str(item.step) for item in listed)
+    raise ModelRefError(f"run {run.pk} has no checkpoint at step {checkpoint}; it has {steps}")
+
+
+def model_label(model: str | CheckpointRef) -> str:
+    """How a `model` is shown and stored in Run.model: the string itself, or `run:<id>@<step|last>`."""
+    if isinstance(model, CheckpointRef):
+        return f"run:{model.run}@{model.checkpoint}"
+    return model
+
+
+def model_resolve(*, model: str | CheckpointRef, user: Any) -> ResolvedModel:
+    """The folder or hub id behind `model`, for `user`. Only checkpoint references are
+    resolved against the database and the disk here; the rules for strings (folder roots,
+    demo builds, the hub cache) are `services._model_error`'s. Raises ModelRefError."""
+    if isinstance(model, CheckpointRef):
+        from webapp.runs.selectors import runs_visible_to
+
+        run = runs_visible_to(user=user).filter(pk=model.run).first()
+        if run is None:
+            # The same message for a run that exists but is not theirs.
+            raise ModelRefError(f"no run with id {model.run}")
+        found = run_checkpoint(run=run, checkpoint=model.checkpoint)
+        label = f"run {run.pk} ({run.name}) at step {found.step}" + (
+            " (warm-up)" if found.phase == "warmup" else ""
+        )
+        return ResolvedModel(str(found.path), label, True, run.pk, found.step)
+    if model.startswith("demo:"):
+        return ResolvedModel(
+            str(Path(settings.MODELS_DIR) / model.removeprefix("demo:")), model, True
+        )
+    if model.startswith("/"):
+        return ResolvedModel(model, model, True)
+    return ResolvedModel(model, model, False)
+
+
+def model_pinned(*, model: str | CheckpointRef, user: Any) -> str | CheckpointRef:
+    """`model` with "last" replaced by the step it names now, so that a run (and its resume)
+    or an evaluation trains from exactly the weights it was launched with."""
+    if isinstance(model, CheckpointRef) and model.checkpoint == "last":
+        resolved = model_resolve(model=model, user=user)
+        return CheckpointRef(run=model.run, checkpoint=resolved.checkpoint or 0)
+    return model
