@@ -1,42 +1,64 @@
-"""The one registry of reward terms. Each term compiles to one TRL reward function named
-after the term (so it gets its own `rewards/<name>/mean` curve); a term limited to some
-environments returns None elsewhere, and an unscored (lost) rollout gets None everywhere."""
+"""Reward terms compiled to TRL reward functions.
+
+The kinds, their parameters and how each scores an episode are in webapp/rewards (terms.py,
+the one registry; scoring.py): here they only become what GRPOTrainer calls,
+`f(prompts, completions, completion_ids, environments, **kw) -> list[float | None]`, one
+function per term, named after it, so each gets its own `rewards/<name>/mean|std` curve.
+
+TRL's total is `nansum(weight_i * r_i)` over the functions: a weighted sum of the
+top-level terms. A container (`gate`, `sequential`, `weighted_sum`) is not a weighted sum
+of its leaves (a gate multiplies nothing, it cuts), so the composition cannot be spread
+over leaf weights. Instead a container at the top level is one function carrying its
+composed score, with the container's weight; every term below it (leaves and inner
+containers) is still compiled, with weight 0: its curve is logged and it adds nothing to
+the total. The total therefore follows the tree exactly (scoring.recipe_total is the same
+sum), and a recipe of leaves only compiles as it always did.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
-from webapp.runs.config import RewardTerm
+from webapp.rewards.scoring import Episode, episode_from_adapter, term_score
+from webapp.rewards.terms import RecipeRef, RewardTerm, walk_terms
+
+log = logging.getLogger(__name__)
 
 RewardFunc = Callable[..., list[float | None]]
 
 
-def _env_reward(env: Any, term: RewardTerm) -> float:
-    return float(env.reward)
-
-
-def _tool_called(env: Any, term: RewardTerm) -> float:
-    return 1.0 if env.tool_calls > env.tool_failures else 0.0
-
-
-TERMS: dict[str, Callable[[Any, RewardTerm], float]] = {
-    "env_reward": _env_reward,
-    "tool_called": _tool_called,
-}
+def _episode(env: Any, completion_ids: Any, completion: Any) -> Episode | None:
+    try:
+        return episode_from_adapter(env, completion_ids=completion_ids, completion=completion)
+    except Exception as exc:  # an odd adapter leaves the rollout unscored, never stops the run
+        log.warning("reading episode attributes failed: %s", exc)
+        return None
 
 
 def compile_term(term: RewardTerm) -> RewardFunc:
-    score = TERMS[term.kind]
-    allowed = set(term.environments) if term.environments else None
+    """One TRL reward function for `term` (a leaf, or a container scoring its whole tree)."""
 
-    def reward(*, environments: list[Any] | None = None, completions: Any = None, **_: Any) -> list[float | None]:
+    def reward(
+        *,
+        environments: list[Any] | None = None,
+        completions: list[Any] | None = None,
+        completion_ids: list[Any] | None = None,
+        **_: Any,
+    ) -> list[float | None]:
         out: list[float | None] = []
-        for env in environments or []:
-            if getattr(env, "lost", False) or (allowed is not None and env.env_name not in allowed):
-                out.append(None)
-            else:
-                out.append(score(env, term))
+        for index, env in enumerate(environments or []):
+            ids = (
+                completion_ids[index]
+                if completion_ids is not None and index < len(completion_ids)
+                else None
+            )
+            text = (
+                completions[index] if completions is not None and index < len(completions) else None
+            )
+            episode = _episode(env, ids, text)
+            out.append(None if episode is None else term_score(term, episode))
         return out
 
     reward.__name__ = term.name
@@ -44,5 +66,21 @@ def compile_term(term: RewardTerm) -> RewardFunc:
     return reward
 
 
-def compile_rewards(terms: list[RewardTerm]) -> tuple[list[RewardFunc], list[float]]:
-    return [compile_term(t) for t in terms], [float(t.weight) for t in terms]
+def compile_rewards(terms: list[RewardTerm] | RecipeRef) -> tuple[list[RewardFunc], list[float]]:
+    """The reward functions and their weights (GRPOConfig.reward_weights) for a run's
+    `rewards`: a list of terms, or a recipe reference already resolved at launch."""
+    if isinstance(terms, RecipeRef):
+        if terms.terms is None:
+            raise ValueError(f"reward recipe {terms.recipe} was not resolved when the run launched")
+        terms = terms.terms
+    funcs: list[RewardFunc] = []
+    weights: list[float] = []
+    for term in terms:
+        funcs.append(compile_term(term))
+        weights.append(float(term.weight))
+        if term.terms:
+            # Below a container: curves only (weight 0); the container's function scores the tree.
+            for _, inner, _ in walk_terms(term.terms):
+                funcs.append(compile_term(inner))
+                weights.append(0.0)
+    return funcs, weights

@@ -1,0 +1,168 @@
+"""The numeric attributes of a finished episode, as its adapter knows them.
+
+Reward terms (worker/rewards.py), the evaluations and the composer all read episodes
+through here, so a name such as `best_greens` means the same everywhere. Every value is a
+finite float (booleans as 0/1); an attribute the adapter does not know is absent rather
+than 0, so a term over it can return None instead of a wrong score.
+
+`ATTRIBUTES` lists what each bundled environment exposes (keyed like
+webapp.catalog.adapters.BUNDLED), for the composer to offer. Nothing here imports Django,
+openenv or torch: the web process, the worker and scripts import it alike.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+# What every adapter reports (envs/adapters/base.py, ors.py, generic.py).
+COMMON: list[tuple[str, str]] = [
+    (
+        "reward",
+        "the adapter's episode reward (the best seen; the last one for catch, sudoku and ORS)",
+    ),
+    ("reward_last", "the last non-null reward of the episode"),
+    ("reward_sum", "the sum of the episode's step rewards"),
+    ("reward_max", "the largest step reward of the episode"),
+    ("reward_count", "how many steps reported a reward"),
+    ("steps", "tool calls that reached the environment"),
+    ("tool_calls", "tool calls the model made"),
+    ("tool_failures", "tool calls that failed"),
+    ("tool_successes", "tool calls that succeeded"),
+    ("lost", "1 if the episode was lost (the rollout is unscored)"),
+    ("calls_<tool>", "calls of one tool (e.g. calls_guess)"),
+    ("failures_<tool>", "failed calls of one tool"),
+]
+
+ATTRIBUTES: dict[str, list[tuple[str, str]]] = {
+    "echo": [*COMMON],
+    "wordle": [
+        ("won", "1 if the word was found"),
+        ("num_guesses", "valid guesses made (1 to 6)"),
+        ("max_guesses", "guesses allowed (6)"),
+        ("best_greens", "most letters in the right place in one guess (0 to 5)"),
+        ("invalid_moves", "guesses refused (not a five-letter word); they use no try"),
+        *COMMON,
+        ("meta_greens", "greens of the last guess (server metadata)"),
+    ],
+    "catch": [
+        ("won", "1 if the ball was caught"),
+        ("catches", "balls caught (0 or 1: one ball per episode)"),
+        *COMMON,
+        ("meta_max_steps", "moves before the ball lands (server metadata)"),
+    ],
+    "sudoku": [
+        ("won", "1 if the board was solved"),
+        ("solved", "1 if the board was solved"),
+        ("progress", "share of the blanks holding the solution's digit (0 to 1)"),
+        ("cells_filled", "blanks filled so far"),
+        ("blanks", "empty cells the puzzle started with"),
+        ("invalid_moves", "placements refused (a given or an already placed digit)"),
+        *COMMON,
+        ("meta_max_steps", "moves allowed (server metadata)"),
+    ],
+    "mcpdemo": [*COMMON],
+    "ors": [*COMMON],
+}
+
+# Adapter state that is not an attribute of the episode (server identity, limits, wiring).
+_SKIPPED = frozenset({"capacity", "batch_size", "base_url", "env_name", "catalog_name", "done"})
+_NAME = re.compile(r"[^A-Za-z0-9_]+")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, int | float):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    return None
+
+
+def _episode_adapter(adapter: Any) -> Any:
+    """The adapter of the episode itself: a router (envs/adapters/router.py) holds one per
+    environment and reads through to the current one."""
+    if hasattr(type(adapter), "members") and hasattr(adapter, "_current"):
+        try:
+            return adapter._current()
+        except RuntimeError:  # no episode yet
+            return adapter
+    return adapter
+
+
+def attribute_name(key: str, prefix: str = "") -> str:
+    """`key` as a name an expression can use: letters, digits and underscores."""
+    name = _NAME.sub("_", str(key)).strip("_") or "_"
+    return f"{prefix}{name}" if prefix else (f"_{name}" if name[0].isdigit() else name)
+
+
+def episode_components(adapter: Any) -> dict[str, dict[str, float]]:
+    """Components the environment reports itself: OpenEnv `metadata["rubric_scores"]`,
+    textarena-style `metadata["reward_signals"]` (last step) and ORS per-call rewards."""
+    inner = _episode_adapter(adapter)
+    metadata = getattr(inner, "_last_metadata", None) or {}
+    out: dict[str, dict[str, float]] = {}
+    for source in ("rubric_scores", "reward_signals"):
+        table = metadata.get(source) if isinstance(metadata, Mapping) else None
+        if isinstance(table, Mapping):
+            out[source] = {str(k): n for k, v in table.items() if (n := _number(v)) is not None}
+    rewards = [n for r in getattr(inner, "rewards", None) or [] if (n := _number(r)) is not None]
+    if rewards:
+        out["calls"] = {"sum": sum(rewards), "last": rewards[-1], "max": max(rewards)}
+    return out
+
+
+def episode_attributes(adapter: Any) -> dict[str, float]:
+    """The numeric attributes of the adapter's (finished) episode: `won`, `reward`, the
+    reward history's aggregates, tool counts, every public numeric attribute the adapter
+    keeps (num_guesses, best_greens, progress, ...) and every numeric entry of the last
+    step's metadata as `meta_<key>`."""
+    inner = _episode_adapter(adapter)
+    out: dict[str, float] = {}
+    state: dict[str, Any] = {}
+    for klass in reversed(type(inner).__mro__):  # class constants too (wordle's max_guesses)
+        state.update(vars(klass))
+    state.update(vars(inner))
+    for name, value in state.items():
+        if name.startswith("_") or name in _SKIPPED:
+            continue
+        number = _number(value)
+        if number is not None:
+            out[name] = number
+    if "won" not in out and "solved" in out:
+        out["won"] = out["solved"]
+    reward = _number(getattr(inner, "reward", None))
+    if reward is not None:
+        out["reward"] = reward
+    rewards = [n for r in getattr(inner, "rewards", None) or [] if (n := _number(r)) is not None]
+    out["reward_count"] = float(len(rewards))
+    out["reward_sum"] = float(sum(rewards))
+    if rewards:
+        out["reward_last"] = rewards[-1]
+        out["reward_max"] = max(rewards)
+    calls = _number(getattr(inner, "tool_calls", 0)) or 0.0
+    failures = _number(getattr(inner, "tool_failures", 0)) or 0.0
+    out["tool_calls"] = calls
+    out["tool_failures"] = failures
+    out["tool_successes"] = max(calls - failures, 0.0)
+    steps = getattr(inner, "_steps", None)
+    out["steps"] = (
+        _number(steps)
+        if _number(steps) is not None
+        else float(len(getattr(inner, "rewards", []) or []))
+    )
+    out["lost"] = 1.0 if getattr(inner, "lost", False) else 0.0
+    counts = getattr(inner, "_tool_counts", None)  # envs/adapters/base.py, per episode
+    if isinstance(counts, Mapping):
+        for tool, (tool_calls, tool_failures) in counts.items():
+            out[attribute_name(tool, "calls_")] = float(tool_calls)
+            out[attribute_name(tool, "failures_")] = float(tool_failures)
+    metadata = getattr(inner, "_last_metadata", None) or {}
+    if isinstance(metadata, Mapping):
+        for key, value in metadata.items():
+            number = _number(value)
+            if number is not None:
+                out[attribute_name(key, "meta_")] = number
+    return out

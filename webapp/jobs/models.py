@@ -1,0 +1,39 @@
+"""Background jobs that are not training runs (reward dry runs, re-scoring): one row each,
+claimed and renewed like a run's lease, so a dead worker's job does not stay "running"."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Job(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    ACTIVE = (Status.QUEUED, Status.RUNNING)
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs")
+    kind = models.CharField(max_length=32)
+    # What the job works on, validated and pinned when it was created.
+    params = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    lease_owner = models.CharField(max_length=64, blank=True, default="")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"job #{self.pk} {self.kind} ({self.status})"

@@ -1,0 +1,101 @@
+"""Writes for background jobs: create (enqueued by name on commit), claim, progress, finish,
+and the sweep that fails jobs whose worker stopped renewing the lease."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from webapp.jobs.models import Job
+
+log = logging.getLogger(__name__)
+
+# Enqueued by name: webapp code does not import the worker. Jobs that play a model need the
+# training worker's libraries, so they share its CPU queue.
+JOB_TASK = "worker.tasks.run_job"
+JOB_QUEUE = "train"
+
+
+def job_create(*, owner: AbstractBaseUser, kind: str, params: dict[str, Any], total: int) -> Job:
+    with transaction.atomic():
+        job = Job.objects.create(owner=owner, kind=kind, params=params, progress_total=total)
+        job_id = job.pk
+        transaction.on_commit(lambda: _send(job_id))
+    return job
+
+
+def _send(job_id: int) -> None:
+    from kombu.exceptions import OperationalError
+
+    from webapp import celery_app
+
+    try:
+        celery_app.send_task(JOB_TASK, args=(job_id,), queue=JOB_QUEUE)
+    except (OperationalError, OSError) as exc:
+        # Nothing re-sends a job: say so rather than leave it queued forever.
+        log.warning("job %s: the broker is unreachable (%s)", job_id, exc)
+        Job.objects.filter(pk=job_id, status=Job.Status.QUEUED).update(
+            status=Job.Status.FAILED, error="The broker was unreachable; start the job again.",
+            finished_at=timezone.now(),
+        )
+
+
+@dataclass(frozen=True)
+class Claim:
+    outcome: str  # "claimed", "busy" (another worker holds a live lease), "done"
+
+
+def _stale_before() -> Any:
+    return timezone.now() - timedelta(seconds=settings.ENVLAB_STALE_SECONDS)
+
+
+def job_claim(*, job_id: int, lease_owner: str) -> Claim:
+    """queued -> running, or a running job whose heartbeat went stale taken over."""
+    now = timezone.now()
+    claimable = Q(status=Job.Status.QUEUED) | Q(status=Job.Status.RUNNING, heartbeat_at__lt=_stale_before())
+    changed = Job.objects.filter(claimable, pk=job_id).update(
+        status=Job.Status.RUNNING, lease_owner=lease_owner, heartbeat_at=now, attempts=F("attempts") + 1,
+        started_at=now,
+    )
+    if changed:
+        return Claim("claimed")
+    status = Job.objects.filter(pk=job_id).values_list("status", flat=True).first()
+    return Claim("busy" if status == Job.Status.RUNNING else "done")
+
+
+def job_heartbeat(*, job_id: int, lease_owner: str, done: int | None = None) -> bool:
+    fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
+    if done is not None:
+        fields["progress_done"] = done
+    return bool(Job.objects.filter(pk=job_id, lease_owner=lease_owner, status=Job.Status.RUNNING).update(**fields))
+
+
+def job_finish(*, job_id: int, lease_owner: str, result: dict[str, Any] | None = None, error: str = "") -> bool:
+    status = Job.Status.FAILED if error else Job.Status.SUCCEEDED
+    return bool(
+        Job.objects.filter(pk=job_id, lease_owner=lease_owner, status=Job.Status.RUNNING).update(
+            status=status, result=result, error=error[:10_000], finished_at=timezone.now(), lease_owner=""
+        )
+    )
+
+
+def jobs_mark_stale_failed() -> int:
+    """Running jobs whose worker stopped renewing the lease, and nobody took over, fail."""
+    cutoff = timezone.now() - timedelta(seconds=settings.ENVLAB_INTERRUPT_SECONDS)
+    return Job.objects.filter(status=Job.Status.RUNNING, heartbeat_at__lt=cutoff).update(
+        status=Job.Status.FAILED, lease_owner="", finished_at=timezone.now(),
+        error="The worker stopped sending heartbeats; start the job again.",
+    )
+
+
+def new_lease_owner() -> str:
+    return uuid.uuid4().hex

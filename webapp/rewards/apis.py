@@ -1,0 +1,119 @@
+"""REST API for reward recipes (shared/docs/design.md): thin views over services and selectors.
+
+`GET|POST /api/reward-recipes/`, `GET|PUT|DELETE /api/reward-recipes/<id>/`. A recipe is
+its owner's alone: anyone else gets a 404, as if it did not exist. `GET` of one recipe
+shows its latest version, or `?version=<n>`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from webapp.api.throttles import WriteThrottled
+from webapp.rewards.dry_run import recipe_dry_run_create
+from webapp.rewards.models import RewardRecipe
+from webapp.rewards.selectors import recipe_version, recipe_versions, recipes_visible_to
+from webapp.rewards.services import RecipeIn, recipe_create, recipe_delete, recipe_update
+
+
+class RecipeVersionOut(serializers.Serializer):
+    number = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+
+
+class RecipeOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    latest_version = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class RecipeDetailOut(RecipeOut):
+    version = serializers.IntegerField(help_text="The version shown: the latest, or ?version=<n>.")
+    terms = serializers.ListField(child=serializers.DictField())
+    versions = RecipeVersionOut(many=True)
+
+
+def _detail(recipe: RewardRecipe, number: int | None = None) -> dict[str, Any]:
+    version = recipe_version(recipe=recipe, number=number)
+    if version is None:
+        raise Http404(f"reward recipe '{recipe.name}' has no version {number}")
+    return RecipeDetailOut(
+        {
+            "id": recipe.pk,
+            "name": recipe.name,
+            "description": recipe.description,
+            "latest_version": recipe.latest_version,
+            "created_at": recipe.created_at,
+            "updated_at": recipe.updated_at,
+            "version": version.number,
+            "terms": version.terms,
+            "versions": list(recipe_versions(recipe=recipe)),
+        }
+    ).data
+
+
+def _version_param(request: Request) -> int | None:
+    raw = request.query_params.get("version")
+    if raw in (None, ""):
+        return None
+    if not raw.isdigit() or not 1 <= int(raw) <= 1_000_000:
+        raise ValidationError({"version": ["a version is a whole number from 1"]})
+    return int(raw)
+
+
+class RecipeListApi(APIView):
+    # Writes are cheap rows: the user rate applies (settings REST_FRAMEWORK), no scoped one.
+
+    @extend_schema(responses=RecipeOut(many=True))
+    def get(self, request: Request) -> Response:
+        recipes = recipes_visible_to(user=request.user)[:500]
+        return Response(RecipeOut(recipes, many=True).data)
+
+    @extend_schema(request=RecipeIn, responses={201: RecipeDetailOut})
+    def post(self, request: Request) -> Response:
+        recipe = recipe_create(owner=request.user, data=request.data)
+        return Response(_detail(recipe), status=status.HTTP_201_CREATED)
+
+
+class RecipeDetailApi(APIView):
+    def _recipe(self, request: Request, pk: int) -> RewardRecipe:
+        return get_object_or_404(recipes_visible_to(user=request.user), pk=pk)
+
+    @extend_schema(parameters=[OpenApiParameter("version", int)], responses=RecipeDetailOut)
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(_detail(self._recipe(request, pk), _version_param(request)))
+
+    @extend_schema(request=RecipeIn, responses=RecipeDetailOut)
+    def put(self, request: Request, pk: int) -> Response:
+        recipe = recipe_update(recipe=self._recipe(request, pk), data=request.data)
+        return Response(_detail(recipe))
+
+    @extend_schema(request=None, responses={204: None})
+    def delete(self, request: Request, pk: int) -> Response:
+        recipe_delete(recipe=self._recipe(request, pk))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class RecipeDryRunApi(WriteThrottled, APIView):
+    """`POST /api/reward-recipes/<id>/dry-run/` `{environment, policy, groups, group_size, seed,
+    version?, prompt?, temperature?}` -> 202 `{id, status}`; follow it at `GET /api/jobs/<id>/`."""
+
+    throttle_scope = "launch"
+
+    @extend_schema(request=dict, responses={202: dict})
+    def post(self, request: Request, pk: int) -> Response:
+        recipe = get_object_or_404(recipes_visible_to(user=request.user), pk=pk)
+        job = recipe_dry_run_create(owner=request.user, recipe=recipe, data=request.data)
+        return Response({"id": job.pk, "status": job.status}, status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,177 @@
+"""A recipe's dry run: K groups of G episodes played against the live environment by a policy
+(random, solver, or a model or checkpoint, sampled as GRPO samples), scored by the recipe,
+before any GPU is spent. Validated here, run by the worker (worker/dry_run.py) as a job.
+
+The request's environment and policy follow the evaluations' rules (one check, in
+webapp.evaluations.services.evaluation_check): the same errors for the same mistakes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from webapp.evaluations.config import DEFAULT_PROMPTS, parse_evaluation_request
+from webapp.evaluations.services import evaluation_check
+from webapp.jobs.models import Job
+from webapp.jobs.services import job_create
+from webapp.rewards.models import RewardRecipe
+from webapp.rewards.selectors import recipe_version
+from webapp.rewards.terms import RewardTerm, terms_dump
+from webapp.runs.config import RunConfigError
+
+KIND = "dry_run"
+MAX_GROUPS = 32
+MAX_GROUP_SIZE = 16
+HISTOGRAM_BINS = 10
+# Groups whose totals spread less than this are "zero variance": GRPO's advantage is 0 there.
+ZERO_STD = 1e-6
+
+
+class DryRunExtras(BaseModel):
+    """What a dry run adds to the evaluations' request (environment, policy, seed, prompt)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    group_size: int = Field(default=4, ge=2, le=MAX_GROUP_SIZE)
+    groups: int = Field(default=8, ge=1, le=MAX_GROUPS)
+    temperature: float = Field(default=1.0, gt=0, le=5)
+    version: int | None = Field(default=None, ge=1)
+
+
+# Fields of the request, and where the evaluations' names for them are reported.
+_RENAMED = {"models.0": "policy", "episodes": "groups"}
+_OWN = ("group_size", "groups", "temperature", "version", "policy")
+
+
+def _parse(data: Any) -> tuple[Any, DryRunExtras]:
+    if not isinstance(data, dict):
+        raise RunConfigError({"non_field_errors": ["expected a JSON object"]})
+    errors: dict[str, list[str]] = {}
+    try:
+        extras = DryRunExtras.model_validate(data)
+    except ValidationError as exc:
+        for error in exc.errors():
+            errors.setdefault(".".join(str(p) for p in error["loc"]), []).append(error["msg"])
+        extras = DryRunExtras()
+    shared = {key: value for key, value in data.items() if key not in _OWN}
+    shared["models"] = [data.get("policy", "random")]
+    shared["episodes"] = extras.groups
+    try:
+        request = parse_evaluation_request(shared)
+    except RunConfigError as exc:
+        for key, messages in exc.errors.items():
+            for prefix, name in _RENAMED.items():
+                if key == prefix or key.startswith(prefix + "."):
+                    key = name + key[len(prefix):]
+            errors.setdefault(key, []).extend(m.replace("models.0: ", "") for m in messages)
+        request = None
+    if errors:
+        raise RunConfigError(errors)
+    return request, extras
+
+
+def recipe_dry_run_create(*, owner: AbstractBaseUser, recipe: RewardRecipe, data: Any) -> Job:
+    """Validate and queue a dry run of `recipe` (a version of it); a refused request writes nothing."""
+    request, extras = _parse(data)
+    version = recipe_version(recipe=recipe, number=extras.version)
+    if version is None:
+        raise RunConfigError({"version": [f"reward recipe '{recipe.name}' has no version {extras.version}"]})
+    environment, key, entries, errors = evaluation_check(request=request, user=owner)
+    errors = {_RENAMED.get(k, k): v for k, v in errors.items()}
+    if errors or environment is None:
+        raise RunConfigError(errors)
+    terms = [RewardTerm.model_validate(term) for term in version.terms]
+    params = {
+        "recipe": recipe.pk,
+        "recipe_name": recipe.name,
+        "version": version.number,
+        "terms": terms_dump(terms),
+        "environment": environment.pk,
+        "environment_name": environment.name,
+        "environment_key": key,
+        "prompt": request.prompt if request.prompt is not None else DEFAULT_PROMPTS[key],
+        "policy": entries[0],
+        "groups": extras.groups,
+        "group_size": extras.group_size,
+        "seed": request.seed,
+        "temperature": extras.temperature,
+        "max_completion_length": request.max_completion_length,
+        "max_tool_calling_iterations": request.max_tool_calling_iterations,
+        "chat_template_kwargs": request.chat_template_kwargs,
+    }
+    return job_create(owner=owner, kind=KIND, params=params, total=extras.groups * extras.group_size)
+
+
+# --- the report (pure: the worker calls it on the scores it gathered) ----------------------------
+
+
+def _stats(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"count": 0, "mean": None, "std": None, "min": None, "max": None, "histogram": None}
+    mean = sum(values) / len(values)
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    return {
+        "count": len(values),
+        "mean": mean,
+        "std": std,
+        "min": min(values),
+        "max": max(values),
+        "histogram": histogram(values),
+    }
+
+
+def histogram(values: list[float], bins: int = HISTOGRAM_BINS) -> dict[str, list[float]]:
+    """Equal-width bins over [min, max] (one bin when every value is the same)."""
+    low, high = min(values), max(values)
+    if high - low < ZERO_STD:
+        return {"edges": [low, high], "counts": [len(values)]}
+    width = (high - low) / bins
+    counts = [0] * bins
+    for value in values:
+        counts[min(int((value - low) / width), bins - 1)] += 1
+    return {"edges": [low + i * width for i in range(bins + 1)], "counts": counts}
+
+
+def dry_run_report(
+    *, groups: list[list[dict[str, float | None]]], term_names: list[str], policy: str
+) -> dict[str, Any]:
+    """Per-term distributions, the total's, the zero-variance fraction of groups, the mean
+    within-group spread and a verdict. `groups`: per group, per episode, each term's score and
+    "total" (None where it did not apply). A None total counts as 0, as TRL's nansum of no
+    reward gives 0."""
+    per_term = {
+        name: {**_stats([s[name] for g in groups for s in g if s.get(name) is not None]),
+               "none": sum(1 for g in groups for s in g if s.get(name) is None)}
+        for name in term_names
+    }
+    totals = [[float(s.get("total") or 0.0) for s in group] for group in groups]
+    spreads = [_stats(group)["std"] or 0.0 for group in totals]
+    flat = [value for group in totals for value in group]
+    zero = sum(1 for spread in spreads if spread < ZERO_STD)
+    fraction = zero / len(groups) if groups else 0.0
+    return {
+        "groups": len(groups),
+        "group_size": len(groups[0]) if groups else 0,
+        "terms": per_term,
+        "total": _stats(flat),
+        "zero_variance_fraction": fraction,
+        "mean_group_std": sum(spreads) / len(spreads) if spreads else 0.0,
+        "verdict": verdict(fraction, policy=policy),
+    }
+
+
+def verdict(fraction: float, *, policy: str) -> str:
+    share = round(fraction * 100)
+    if fraction >= 0.5:
+        return (
+            f"{share} % of groups give every episode the same reward: GRPO will learn little from "
+            f"this recipe with {policy}"
+        )
+    return (
+        f"{100 - share} % of groups separate their episodes: GRPO has differences to learn from "
+        f"with this recipe and {policy}"
+    )

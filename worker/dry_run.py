@@ -1,0 +1,147 @@
+"""A reward recipe's dry run (webapp/rewards/dry_run.py): K groups of G episodes, each group on
+one seeded row as GRPO's groups are, played through the adapter TRL would get, scored by the
+recipe's terms exactly as the compiled reward functions score them (webapp.rewards.scoring).
+
+Within a group the random policy draws differently for each episode and a model samples at
+the run's temperature, so the spread a group shows is the spread GRPO would see; the solver is
+deterministic, so its groups show the reward's spread across rows only (none within a group).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import traceback
+from typing import Any
+
+from django.conf import settings
+
+from envs.adapters import bind_adapter
+from envs.solvers import policy_for
+from webapp.catalog.models import Environment
+from webapp.jobs.models import Job
+from webapp.jobs.services import job_finish, job_heartbeat
+from webapp.rewards.dry_run import dry_run_report
+from webapp.rewards.scoring import episode_from_adapter, recipe_total
+from webapp.rewards.terms import RewardTerm, walk_terms
+from webapp.runs.config import RunEnvironment
+from worker.datasets import prompt_rows
+from worker.episodes import adapter_tools, play_episode, tool_schemas
+
+log = logging.getLogger(__name__)
+ENV_NAME = "env"
+
+
+class LeaseLost(Exception):
+    pass
+
+
+class _Beat(threading.Thread):
+    """Renews the lease between episodes' progress writes: a model's long episode is not a dead worker."""
+
+    def __init__(self, job_id: int, lease_owner: str) -> None:
+        super().__init__(daemon=True, name="job-heartbeat")
+        self.job_id, self.lease_owner = job_id, lease_owner
+        self.lost = threading.Event()
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        from django.db import close_old_connections
+
+        while not self.halt.wait(settings.ENVLAB_HEARTBEAT_SECONDS):
+            try:
+                if not job_heartbeat(job_id=self.job_id, lease_owner=self.lease_owner):
+                    self.lost.set()
+                    return
+            except Exception:  # the database may be briefly away
+                close_old_connections()
+
+
+def _policy_factory(params: dict[str, Any], adapter: Any, owner: Any) -> Any:
+    entry = params["policy"]
+    key = params["environment_key"] or ""
+    if entry["kind"] in ("solver", "random"):
+        schemas = tool_schemas(adapter)
+        return lambda row, k: policy_for(key, tools=schemas, seed=int(row["seed"]) * 1000 + k, kind=entry["kind"])
+    from worker.evaluation import _load_model
+    from worker.evaluation_policy import ModelPolicy, prepare_tokenizer, training_chat_template
+
+    model, tokenizer = _load_model(entry, owner)
+    tokenizer = prepare_tokenizer(tokenizer)
+    template = training_chat_template(tokenizer)
+    tools = list(adapter_tools(adapter).values())
+    return lambda row, k: ModelPolicy(
+        model=model, tokenizer=tokenizer, tools=tools,
+        max_completion_length=int(params["max_completion_length"]),
+        max_tool_calling_iterations=int(params["max_tool_calling_iterations"]),
+        chat_template_kwargs=params.get("chat_template_kwargs") or {}, chat_template=template,
+        temperature=float(params["temperature"]), seed=int(row["seed"]) * 1000 + k,
+    )
+
+
+def score_episode(terms: list[RewardTerm], adapter: Any, messages: list[dict[str, Any]], prompt_len: int) -> dict[str, float | None]:
+    """Every term's score (containers and their children by name) and `total`."""
+    completion = messages[prompt_len:]
+    episode = episode_from_adapter(adapter, completion=completion)
+    values: dict[str, float | None] = {}
+    values["total"] = recipe_total(terms, episode, values)
+    return values
+
+
+def dry_run(job: Job, lease_owner: str) -> dict[str, Any]:
+    params = job.params
+    terms = [RewardTerm.model_validate(term) for term in params["terms"]]
+    names = [term.name for _, term, _ in walk_terms(terms)]
+    environment = Environment.objects.get(pk=params["environment"])
+    adapter_class = bind_adapter(environment=environment, env_name=ENV_NAME, batch_size=1, user=job.owner)
+    item = RunEnvironment(environment=environment.pk, name=ENV_NAME, prompt=params["prompt"], rows=params["groups"])
+    rows = prompt_rows(item, random.Random(int(params["seed"])))
+    adapter = adapter_class()
+    groups: list[list[dict[str, float | None]]] = []
+    done = 0
+    beat = _Beat(job.pk, lease_owner)
+    beat.start()
+    try:
+        make_policy = _policy_factory(params, adapter, job.owner)
+        for row in rows:
+            group = []
+            for k in range(int(params["group_size"])):
+                if beat.lost.is_set():
+                    raise LeaseLost
+                prompt = row["prompt"]
+                prompt_len = len(prompt) if isinstance(prompt, list) else 1
+                episode = play_episode(adapter=adapter, policy=make_policy(row, k), row=row)
+                group.append(score_episode(terms, adapter, episode.messages, prompt_len))
+                done += 1
+                if not job_heartbeat(job_id=job.pk, lease_owner=lease_owner, done=done):
+                    raise LeaseLost
+            groups.append(group)
+    finally:
+        beat.halt.set()
+        close = getattr(adapter, "_close", None)
+        if callable(close):
+            close()
+    return dry_run_report(groups=groups, term_names=names, policy=str(params["policy"].get("label", "this policy")))
+
+
+def run_job(*, job_id: int, lease_owner: str) -> str:
+    import os
+
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("ENVLAB_TORCH_THREADS", "1")))
+    job = Job.objects.select_related("owner").get(pk=job_id)
+    try:
+        if job.kind != "dry_run":
+            raise ValueError(f"unknown job kind '{job.kind}'")
+        result = dry_run(job, lease_owner)
+    except LeaseLost:
+        return "lease_lost"
+    except Exception as exc:
+        log.exception("job %s failed", job_id)
+        job_finish(job_id=job_id, lease_owner=lease_owner,
+                   error="".join(traceback.format_exception_only(type(exc), exc)).strip()[:4000])
+        return "failed"
+    job_finish(job_id=job_id, lease_owner=lease_owner, result=result)
+    return "succeeded"
