@@ -50,7 +50,7 @@ def episode_rows(config: RunConfig, *, task_rows: dict[str, TaskRows] | None = N
     Every row gets every column (None where it does not apply): a dataset takes its
     columns from the first row.
     """
-    rng = random.Random(config.grpo.seed)
+    rng = random.Random(config.seed)  # GRPO's seed, or the warm-up's when it runs alone
     rows: list[dict[str, Any]] = []
     for item in config.environments:
         source = (task_rows or {}).get(item.name)

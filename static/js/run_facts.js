@@ -25,6 +25,8 @@
   var cfg = JSON.parse(configNode.textContent);
 
   var EVENTS_PAGE = 200;
+  // As Run.Phase labels them (webapp/runs/models.py).
+  var PHASES = { warmup: "SFT warm-up", grpo: "GRPO" };
   var MAX_EVENTS_SHOWN = 500;
 
   var lastEventId = 0;
@@ -106,6 +108,11 @@
   function renderFacts(run) {
     setText("run-worker", run.worker_name ? String(run.worker_name) : "—");
     setText("run-attempts", String(run.attempts === undefined ? "—" : run.attempts));
+    var phase = byId("run-phase");
+    if (phase && typeof run.phase === "string" && phase.dataset.phase !== run.phase) {
+      phase.dataset.phase = run.phase;
+      phase.textContent = PHASES[run.phase] || run.phase;
+    }
     setText(
       "run-checkpoint",
       typeof run.checkpoint_step === "number" ? "step " + run.checkpoint_step : "—"

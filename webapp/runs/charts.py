@@ -47,6 +47,9 @@ CHARTS: tuple[ChartSpec, ...] = (
     ),
 )
 
+# Only on the page of a run with an SFT warm-up (worker/warmup.py); x is the SFT step.
+WARMUP_CHART = ChartSpec("sft-loss", "SFT warm-up loss", "loss", ("sft/loss",))
+
 TRACE_STYLE: dict[str, Any] = {"type": "scatter", "mode": "lines+markers", "marker": {"size": 4}}
 
 
@@ -88,9 +91,10 @@ def run_chart(spec: ChartSpec, series: Series) -> dict[str, Any]:
     }
 
 
-def run_charts(series: Series) -> list[dict[str, Any]]:
-    """One figure per chart, in page order; series maps metric key -> [[step, value], ...]."""
-    return [run_chart(spec, series) for spec in CHARTS]
+def run_charts(series: Series, *, warmup: bool = False) -> list[dict[str, Any]]:
+    """One figure per chart, in page order; series maps metric key -> [[step, value], ...].
+    `warmup`: the run has an SFT warm-up, whose loss gets a chart of its own, first."""
+    return [run_chart(spec, series) for spec in ((WARMUP_CHART,) if warmup else ()) + CHARTS]
 
 
 def metric_chart(key: str, points: list[list[float]]) -> dict[str, Any]:

@@ -15,6 +15,10 @@ class Run(models.Model):
         CANCELLED = "cancelled", "Cancelled"
         INTERRUPTED = "interrupted", "Interrupted"
 
+    class Phase(models.TextChoices):
+        WARMUP = "warmup", "SFT warm-up"
+        GRPO = "grpo", "GRPO"
+
     ACTIVE = (Status.QUEUED, Status.RUNNING)
     RESUMABLE = (Status.INTERRUPTED, Status.CANCELLED)
 
@@ -25,6 +29,8 @@ class Run(models.Model):
     model = models.CharField(max_length=500)
     environments = models.ManyToManyField("catalog.Environment", related_name="runs", blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    # What the worker trains now; `step` counts that phase's steps (SFT steps in the warm-up).
+    phase = models.CharField(max_length=8, choices=Phase.choices, default=Phase.GRPO)
     step = models.PositiveIntegerField(default=0)
     max_steps = models.PositiveIntegerField()
     error = models.TextField(blank=True, default="")
