@@ -1,0 +1,277 @@
+"""REST API of evaluations (shared/docs/design.md): thin views over services and selectors."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from django.http import HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from webapp.api.throttles import WriteThrottled
+from webapp.evaluations.config import EvaluationRequest
+from webapp.evaluations.export import episodes_jsonl, episodes_parquet
+from webapp.evaluations.models import Evaluation, EvaluationEpisode
+from webapp.evaluations.selectors import (
+    evaluation_can_change,
+    evaluation_checkpoint_series,
+    evaluation_columns,
+    evaluation_episodes,
+    evaluation_progress,
+    evaluation_results,
+    evaluations_visible_to,
+)
+from webapp.evaluations.services import (
+    evaluation_create,
+    evaluation_create_for_checkpoints,
+    evaluation_mark_stale_failed,
+    evaluation_request_cancel,
+)
+from webapp.runs.export import FORMATS as EXPORT_FORMATS
+from webapp.runs.export import streamed
+from webapp.runs.selectors import runs_visible_to
+
+MAX_PAGE_SIZE = 100
+CHANGE_REFUSAL = (
+    "only the evaluation's owner, or a user with evaluations.change_evaluation, may cancel it"
+)
+
+
+class EvaluationOut(serializers.ModelSerializer):
+    models = serializers.SerializerMethodField()
+    environment = serializers.IntegerField(source="environment_id", allow_null=True)
+    progress = serializers.SerializerMethodField()
+    owner = serializers.CharField(source="owner.get_username")
+
+    class Meta:
+        model = Evaluation
+        fields = [
+            "id",
+            "owner",
+            "environment",
+            "environment_name",
+            "environment_key",
+            "prompt",
+            "models",
+            "episodes",
+            "seed",
+            "settings",
+            "source_run",
+            "status",
+            "progress",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "heartbeat_at",
+        ]
+
+    def get_models(self, evaluation: Evaluation) -> list[dict[str, Any]]:
+        return [
+            {
+                "model": e["spec"],
+                "label": e["label"],
+                "title": e.get("title", e["label"]),
+                "kind": e["kind"],
+                "run": e.get("run"),
+                "step": e.get("step"),
+            }
+            for e in evaluation.model_specs
+        ]
+
+    def get_progress(self, evaluation: Evaluation) -> dict[str, Any]:
+        return evaluation_progress(evaluation=evaluation)
+
+
+class EvaluationDetailOut(EvaluationOut):
+    columns = serializers.SerializerMethodField()
+    results = serializers.SerializerMethodField()
+    checkpoints = serializers.SerializerMethodField()
+
+    class Meta(EvaluationOut.Meta):
+        fields = [*EvaluationOut.Meta.fields, "columns", "results", "checkpoints"]
+
+    def get_columns(self, evaluation: Evaluation) -> list[str]:
+        return evaluation_columns(key=evaluation.environment_key)
+
+    def get_results(self, evaluation: Evaluation) -> list[dict[str, Any]]:
+        return evaluation_results(evaluation=evaluation)
+
+    def get_checkpoints(self, evaluation: Evaluation) -> dict[str, Any] | None:
+        return evaluation_checkpoint_series(evaluation=evaluation)
+
+
+class EpisodeOut(serializers.ModelSerializer):
+    class Meta:
+        model = EvaluationEpisode
+        fields = [
+            "model_index",
+            "model",
+            "index",
+            "seed",
+            "reward",
+            "won",
+            "tool_calls",
+            "tool_failures",
+            "lost",
+            "ended_by",
+            "attributes",
+            "messages",
+            "created_at",
+        ]
+
+
+class CheckpointsIn(serializers.Serializer):
+    environment_index = serializers.IntegerField(default=0, min_value=0, max_value=7)
+    episodes = serializers.IntegerField(default=10, min_value=1, max_value=200)
+    seed = serializers.IntegerField(default=0, min_value=0, max_value=2**31 - 1)
+
+
+def _int_param(request: Request, name: str, default: int | None, lo: int, hi: int) -> int | None:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationError({name: [f"'{raw}' is not an integer"]}) from None
+    if not lo <= value <= hi:
+        raise ValidationError({name: [f"must be between {lo} and {hi}"]})
+    return value
+
+
+def visible_evaluation(request: Any, pk: int) -> Evaluation:
+    return get_object_or_404(evaluations_visible_to(user=request.user), pk=pk)
+
+
+class EvaluationListApi(WriteThrottled, APIView):
+    write_throttle_scope = "launch"
+
+    @extend_schema(responses=EvaluationOut(many=True))
+    def get(self, request: Request) -> Response:
+        evaluation_mark_stale_failed()
+        evaluations = evaluations_visible_to(user=request.user)[:200]
+        return Response(EvaluationOut(evaluations, many=True).data)
+
+    @extend_schema(request=EvaluationRequest, responses={201: EvaluationDetailOut})
+    def post(self, request: Request) -> Response:
+        evaluation = evaluation_create(owner=request.user, data=request.data)
+        return Response(EvaluationDetailOut(evaluation).data, status=status.HTTP_201_CREATED)
+
+
+class EvaluationDetailApi(APIView):
+    @extend_schema(responses=EvaluationDetailOut)
+    def get(self, request: Request, pk: int) -> Response:
+        evaluation_mark_stale_failed()
+        return Response(EvaluationDetailOut(visible_evaluation(request, pk)).data)
+
+
+class EvaluationCancelApi(APIView):
+    @extend_schema(request=None, responses=EvaluationOut)
+    def post(self, request: Request, pk: int) -> Response:
+        evaluation = visible_evaluation(request, pk)
+        if not evaluation_can_change(user=request.user, evaluation=evaluation):
+            raise PermissionDenied(CHANGE_REFUSAL)
+        return Response(EvaluationOut(evaluation_request_cancel(evaluation=evaluation)).data)
+
+
+class EvaluationEpisodesApi(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "model", int, description="Only this model's episodes (its index in `models`)."
+            ),
+            OpenApiParameter("page", int),
+            OpenApiParameter("page_size", int, description=f"At most {MAX_PAGE_SIZE}."),
+        ],
+        responses=EpisodeOut(many=True),
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        evaluation = visible_evaluation(request, pk)
+        model_index = _int_param(request, "model", None, 0, 10_000)
+        page = _int_param(request, "page", 1, 1, 1_000_000) or 1
+        size = _int_param(request, "page_size", 20, 1, MAX_PAGE_SIZE) or 20
+        episodes = evaluation_episodes(evaluation=evaluation, model_index=model_index)
+        count = episodes.count()
+        chunk = episodes[(page - 1) * size : page * size]
+        return Response(
+            {
+                "count": count,
+                "page": page,
+                "page_size": size,
+                "results": EpisodeOut(chunk, many=True).data,
+            }
+        )
+
+
+def results_csv(evaluation: Evaluation) -> HttpResponse:
+    columns = evaluation_columns(key=evaluation.environment_key)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(columns)
+    for row in evaluation_results(evaluation=evaluation):
+        writer.writerow(["" if row.get(c) is None else _csv_cell(row.get(c)) for c in columns])
+    response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="evaluation-{evaluation.pk}.csv"'
+    return response
+
+
+def _csv_cell(value: Any) -> Any:
+    text = str(value)
+    # A spreadsheet runs a cell that starts with one of these as a formula; model names are user text.
+    return (
+        "'" + text
+        if isinstance(value, str) and text[:1] in ("=", "+", "-", "@", "\t", "\r")
+        else value
+    )
+
+
+class EvaluationCsvApi(APIView):
+    @extend_schema(responses={(200, "text/csv"): str})
+    def get(self, request: Request, pk: int) -> HttpResponse:
+        return results_csv(visible_evaluation(request, pk))
+
+
+class EvaluationEpisodesExportApi(APIView):
+    """Every episode, streamed; `format` is this view's parameter, not DRF's renderer switch."""
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> tuple[Any, str]:
+        from rest_framework.renderers import JSONRenderer
+
+        return JSONRenderer(), JSONRenderer.media_type
+
+    @extend_schema(
+        parameters=[OpenApiParameter("format", str, enum=list(EXPORT_FORMATS))],
+        responses={(200, "application/x-ndjson"): bytes, (200, "application/vnd.apache.parquet"): bytes},
+    )
+    def get(self, request: Request, pk: int) -> StreamingHttpResponse:
+        evaluation = visible_evaluation(request, pk)
+        fmt = request.query_params.get("format", "jsonl")
+        if fmt not in EXPORT_FORMATS:
+            raise ValidationError({"format": [f"use one of {', '.join(EXPORT_FORMATS)}"]})
+        chunks = episodes_jsonl(evaluation) if fmt == "jsonl" else episodes_parquet(evaluation)
+        kind = "application/x-ndjson" if fmt == "jsonl" else "application/vnd.apache.parquet"
+        response = StreamingHttpResponse(streamed(chunks), content_type=kind)
+        response["Content-Disposition"] = f'attachment; filename="evaluation-{evaluation.pk}-episodes.{fmt}"'
+        return response
+
+
+class RunEvaluateCheckpointsApi(APIView):
+    throttle_scope = "launch"
+
+    @extend_schema(request=CheckpointsIn, responses={201: EvaluationDetailOut})
+    def post(self, request: Request, pk: int) -> Response:
+        run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+        data = CheckpointsIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        evaluation = evaluation_create_for_checkpoints(
+            owner=request.user, run=run, **data.validated_data
+        )
+        return Response(EvaluationDetailOut(evaluation).data, status=status.HTTP_201_CREATED)

@@ -1,0 +1,115 @@
+"""The one schema of an evaluation request (API, form and the run page's "evaluate
+checkpoints" all go through it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from webapp.runs.config import (
+    MODEL_DEMO_RE,
+    MODEL_HUB_RE,
+    UNION_TAGS,
+    CheckpointRef,
+    GRPOSettings,
+    ModelSpec,
+    RunConfigError,
+)
+
+MAX_EPISODES = 200
+MAX_MODELS = 24
+RANDOM = "random"
+SOLVER = "solver"
+REFERENCE_POLICIES = (SOLVER, RANDOM)
+
+# Prompts for the bundled environments when a request gives none; the text `reset` returns
+# (the board, the rules) is appended to it, as in training.
+DEFAULT_PROMPTS: dict[str, str] = {
+    "echo": "Echo '{phrase}'.",
+    "wordle": "Play Wordle: find the secret five-letter word with the guess tool.",
+    "catch": "Play Catch: move the paddle with the move tool so that it catches the falling ball.",
+    "sudoku": "Solve the Sudoku: place digits with the place tool until the board is full.",
+}
+
+
+class EvaluationRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    environment: int = Field(description="Id of a registered environment.")
+    models: list[ModelSpec] = Field(
+        min_length=1,
+        max_length=MAX_MODELS,
+        description='Each a hub id, a folder, "demo:<name>", {"run": <id>, "checkpoint": <step>|"last"}, '
+        'or the reference policies "solver" and "random".',
+    )
+    episodes: int = Field(
+        default=10, ge=1, le=MAX_EPISODES, description="Episodes per model (the same for each)."
+    )
+    seed: int = Field(default=0, ge=0, le=2**31 - 1, description="Seeds the episodes' rows.")
+    prompt: str | None = Field(
+        default=None,
+        max_length=4000,
+        description="Each episode's prompt ({phrase}: a seeded random phrase); bundled environments have a default.",
+    )
+    max_completion_length: int = Field(default=512, ge=8, le=8192)
+    max_tool_calling_iterations: int = Field(default=16, ge=1, le=150)
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=lambda: {"enable_thinking": False})
+
+    @field_validator("models")
+    @classmethod
+    def _model_forms(cls, value: list[str | CheckpointRef]) -> list[str | CheckpointRef]:
+        # The run config's rules for a model's form (webapp.runs.config RunConfig._model_form),
+        # plus the reference policies.
+        out: list[str | CheckpointRef] = []
+        for index, model in enumerate(value):
+            if isinstance(model, str):
+                model = model.strip()
+                if model.startswith("demo:"):
+                    if not MODEL_DEMO_RE.fullmatch(model):
+                        raise ValueError(
+                            f"models.{index}: a demo model is 'demo:<name>' with lowercase letters, digits and '-'"
+                        )
+                elif not (
+                    model in REFERENCE_POLICIES
+                    or model.startswith("/")
+                    or MODEL_HUB_RE.fullmatch(model)
+                ):
+                    raise ValueError(
+                        f"models.{index}: give a hub id 'org/name', an absolute local folder, 'demo:<name>', "
+                        "'solver' or 'random'"
+                    )
+            out.append(model)
+        return out
+
+    @field_validator("chat_template_kwargs")
+    @classmethod
+    def _kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
+        # The same switches a run may pass (one list, in webapp.runs.config).
+        try:
+            GRPOSettings(chat_template_kwargs=value)
+        except ValidationError as exc:
+            raise ValueError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+        return value
+
+
+def parse_evaluation_request(data: Any) -> EvaluationRequest:
+    """Validate raw input into an EvaluationRequest, or raise RunConfigError (a 400 naming the field)."""
+    if not isinstance(data, dict):
+        raise RunConfigError({"non_field_errors": ["expected a JSON object"]})
+    try:
+        return EvaluationRequest.model_validate(data)
+    except ValidationError as exc:
+        errors: dict[str, list[str]] = {}
+        for error in exc.errors():
+            loc = [
+                p
+                for i, p in enumerate(error["loc"])
+                if not (i >= 2 and error["loc"][i - 2] == "models" and p in UNION_TAGS)
+            ]
+            key = ".".join(str(p) for p in loc) or "non_field_errors"
+            message = error["msg"].removeprefix("Value error, ")
+            if key == "models" and message.startswith("models."):
+                key, _, message = message.partition(": ")
+            errors.setdefault(key, []).append(message)
+        raise RunConfigError(errors) from None

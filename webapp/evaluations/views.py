@@ -1,0 +1,210 @@
+"""Pages: the evaluations list with the form to start one, and one evaluation's page."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import urlencode
+from django.views.decorators.http import require_http_methods, require_POST
+
+from webapp.api.throttles import throttle_posts
+from webapp.catalog.selectors import environments_visible_to
+from webapp.evaluations.apis import results_csv, visible_evaluation
+from webapp.evaluations.config import MAX_EPISODES
+from webapp.evaluations.models import EvaluationEpisode
+from webapp.evaluations.selectors import (
+    checkpoint_figure,
+    evaluation_can_change,
+    evaluation_checkpoint_series,
+    evaluation_columns,
+    evaluation_episodes,
+    evaluation_progress,
+    evaluation_results,
+    evaluations_visible_to,
+)
+from webapp.evaluations.services import (
+    evaluation_create,
+    evaluation_create_for_checkpoints,
+    evaluation_mark_stale_failed,
+)
+from webapp.runs.config import RunConfigError
+from webapp.runs.replay_views import evaluation_replay, replay_page
+from webapp.runs.selectors import runs_visible_to
+
+# "run:<id>@<step|last>" on a line of the form: the notation Run.model shows a checkpoint in.
+_CHECKPOINT_LINE = re.compile(r"^run:([0-9]{1,12})(?:@([0-9]{1,9}|last))?$")
+EPISODES_PER_PAGE = 10
+
+
+def model_line(line: str) -> str | dict[str, Any]:
+    match = _CHECKPOINT_LINE.fullmatch(line)
+    if match is None:
+        return line
+    step = match.group(2) or "last"
+    return {"run": int(match.group(1)), "checkpoint": step if step == "last" else int(step)}
+
+
+def _int_field(raw: str, default: int) -> Any:
+    raw = raw.strip()
+    if not raw:
+        return default
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 12 else raw
+
+
+def _cell(value: Any) -> dict[str, str]:
+    """A table cell: the exact value to sort by, and a short one to read."""
+    if value is None:
+        return {"raw": "", "shown": "—"}
+    if isinstance(value, float):
+        return {"raw": repr(value), "shown": f"{value:.4g}"}
+    return {"raw": str(value), "shown": str(value)}
+
+
+def _errors_as_lines(exc: RunConfigError) -> list[str]:
+    return [
+        f"{key}: {message}" for key, key_messages in exc.errors.items() for message in key_messages
+    ]
+
+
+@login_required
+@throttle_posts("launch")
+@require_http_methods(["GET", "POST"])
+def evaluation_list(request: HttpRequest) -> HttpResponse:
+    evaluation_mark_stale_failed()
+    errors: list[str] = []
+    posted: dict[str, str] = {}
+    if request.method == "POST":
+        posted = {
+            k: request.POST.get(k, "")[:20_000]
+            for k in ("environment", "models", "episodes", "seed", "prompt")
+        }
+        data: dict[str, Any] = {
+            "environment": _int_field(posted["environment"], 0),
+            "models": [
+                model_line(line.strip()) for line in posted["models"].splitlines() if line.strip()
+            ],
+            "episodes": _int_field(posted["episodes"], 10),
+            "seed": _int_field(posted["seed"], 0),
+        }
+        if posted["prompt"].strip():
+            data["prompt"] = posted["prompt"]
+        try:
+            evaluation = evaluation_create(owner=request.user, data=data)
+        except RunConfigError as exc:
+            errors = _errors_as_lines(exc)
+        else:
+            messages.success(request, f"Evaluation #{evaluation.pk} queued.")
+            return redirect("evaluation-detail", pk=evaluation.pk)
+    evaluations = list(evaluations_visible_to(user=request.user)[:200])
+    return render(
+        request,
+        "evaluations/evaluation_list.html",
+        {
+            "nav": "evaluations",
+            "evaluations": evaluations,
+            "environments": environments_visible_to(user=request.user),
+            "errors": errors,
+            "posted": posted,
+            "max_episodes": MAX_EPISODES,
+        },
+        status=400 if errors else 200,
+    )
+
+
+@login_required
+def evaluation_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    evaluation_mark_stale_failed()
+    evaluation = get_object_or_404(evaluations_visible_to(user=request.user), pk=pk)
+    columns = evaluation_columns(key=evaluation.environment_key)
+    results = evaluation_results(evaluation=evaluation)
+    series = evaluation_checkpoint_series(evaluation=evaluation)
+    paginator = Paginator(evaluation_episodes(evaluation=evaluation), EPISODES_PER_PAGE)
+    page = paginator.get_page(request.GET.get("page"))
+    from webapp.runs.views import plotly_version  # where the run pages' plotly URL is versioned
+
+    return render(
+        request,
+        "evaluations/evaluation_detail.html",
+        {
+            "nav": "evaluations",
+            "evaluation": evaluation,
+            "progress": evaluation_progress(evaluation=evaluation),
+            "columns": columns,
+            "rows": [[_cell(row.get(c)) for c in columns] for row in results],
+            "page": page,
+            "episodes_data": [
+                {
+                    "model": e.model,
+                    "index": e.index,
+                    "seed": e.seed,
+                    "reward": e.reward,
+                    "won": e.won,
+                    "tool_failures": e.tool_failures,
+                    "messages": e.messages,
+                    "replay_url": reverse(
+                        "evaluation-episode-replay", args=[evaluation.pk, e.model_index, e.index]
+                    ),
+                }
+                for e in page.object_list
+            ],
+            "figure": checkpoint_figure(series) if series and series["steps"] else None,
+            "best": {**series["best"], "shown": _cell(series["best"]["mean_reward"])["shown"]}
+            if series and series["best"]
+            else None,
+            "can_change": evaluation_can_change(user=request.user, evaluation=evaluation),
+            "api_url": reverse("api-evaluation", args=[evaluation.pk]),
+            "plotly_url": f"{reverse('plotly-js')}?{urlencode({'v': plotly_version()})}",
+        },
+    )
+
+
+@login_required
+def evaluation_csv(request: HttpRequest, pk: int) -> HttpResponse:
+    return results_csv(visible_evaluation(request, pk))
+
+
+@login_required
+def evaluation_episode_replay(
+    request: HttpRequest, pk: int, model_index: int, index: int
+) -> HttpResponse:
+    evaluation = get_object_or_404(evaluations_visible_to(user=request.user), pk=pk)
+    episode = get_object_or_404(
+        EvaluationEpisode, evaluation=evaluation, model_index=model_index, index=index
+    )
+    return replay_page(request, evaluation_replay(evaluation=evaluation, episode=episode))
+
+
+@login_required
+@throttle_posts("launch")
+@require_POST
+def run_evaluate_checkpoints(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+    try:
+        evaluation = evaluation_create_for_checkpoints(
+            owner=request.user,
+            run=run,
+            episodes=_checked_int(request.POST.get("episodes", ""), 10, 1, MAX_EPISODES),
+            seed=_checked_int(request.POST.get("seed", ""), 0, 0, 2**31 - 1),
+        )
+    except RunConfigError as exc:
+        for line in _errors_as_lines(exc):
+            messages.error(request, line)
+        return redirect("run-detail", pk=run.pk)
+    messages.success(request, f"Evaluation #{evaluation.pk} of run {run.pk}'s checkpoints queued.")
+    return redirect("evaluation-detail", pk=evaluation.pk)
+
+
+def _checked_int(raw: str, default: int, lo: int, hi: int) -> int:
+    value = _int_field(raw, default)
+    if not isinstance(value, int) or not lo <= value <= hi:
+        raise RunConfigError(
+            {"episodes/seed": [f"'{str(raw)[:20]}' is not a whole number from {lo} to {hi}"]}
+        )
+    return value
