@@ -3,7 +3,7 @@ scheduler, and (through `manage.py envlab_setup`) the bundled environment server
 embedded defaults. Ctrl-C stops them all. Logs go to var/log/ (servers: var/log/envs/).
 
 - web: uvicorn serving webapp.asgi
-- worker-train: Celery, queue `train`, one run at a time
+- worker-train: Celery, queue `train` (and the GPU queues where this machine has GPUs), one run at a time
 - worker-default: Celery, queue `default` (probes, dry runs, the bundled-server supervisor)
   with beat embedded (-B), its schedule in var/celerybeat-schedule
 - bundled servers: started (or adopted) by `envlab_setup`, watched by the supervisor task,
@@ -19,6 +19,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from run_worker import training_queues, worker_command
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -72,7 +74,8 @@ def main() -> int:
     processes = {
         "web": start("web", [PY, "-m", "uvicorn", "webapp.asgi:application", "--host", "127.0.0.1",
                              "--port", str(WEB_PORT)], env),
-        "worker-train": start("worker-train", celery("train"), env),
+        # Every training queue this machine can carry (webapp/runs/routing.py): `train` on CPU.
+        "worker-train": start("worker-train", worker_command(training_queues(env)), env),
         "worker-default": start("worker-default", celery(
             "default", "-B", "-s", str(VAR / "celerybeat-schedule")), env),
     }

@@ -15,16 +15,66 @@ app.autodiscover_tasks(["worker"], related_name="tasks", force=True)
 
 
 def capabilities() -> dict[str, object]:
-    """What this worker can run, found without importing torch (see the module docstring)."""
+    """What this worker can run, found without importing torch (see the module docstring).
+
+    ENVLAB_FAKE_CAPABILITIES (a JSON object) overrides what was found, for tests of routing on
+    machines without a GPU; the heartbeat then says `"fake": true`, and the pages show it.
+    """
     import glob
     import importlib.util
+    import json
 
     cuda_devices = len([p for p in glob.glob("/dev/nvidia[0-9]*") if p[-1].isdigit()])
-    return {
+    found: dict[str, object] = {
         "cuda_devices": cuda_devices,
+        "gpus": _gpus() if cuda_devices else [],
         "vllm": importlib.util.find_spec("vllm") is not None,
+        "vllm_version": _version("vllm"),
         "cpu_count": os.cpu_count(),
     }
+    fake = os.environ.get("ENVLAB_FAKE_CAPABILITIES", "").strip()
+    if fake:
+        overrides = json.loads(fake)
+        if not isinstance(overrides, dict):
+            raise ValueError("ENVLAB_FAKE_CAPABILITIES must be a JSON object")
+        found.update(overrides, fake=True)
+    return found
+
+
+def _version(package: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _gpus() -> list[dict[str, object]]:
+    """Each GPU's name and memory (MiB), from nvidia-smi; empty where it cannot be asked."""
+    import subprocess
+
+    query = "--query-gpu=name,memory.total,memory.used"
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", query, "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus: list[dict[str, object]] = []
+    for line in out.splitlines():
+        parts = [part.strip() for part in line.split(",")]
+        if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+            gpus.append({"name": parts[0][:100], "memory_mib": int(parts[1]), "memory_used_mib": int(parts[2])})
+    return gpus
+
+
+def training_queues() -> list[str]:
+    """The training queues this machine can carry (webapp/runs/routing.py)."""
+    from webapp.runs.routing import queues_for
+
+    return queues_for(capabilities())
 
 
 # Set in the parent at start-up (worker_init), inherited by every pool child it forks.
@@ -44,6 +94,8 @@ def _beat_forever(name: str) -> None:
     caps = capabilities()
     while True:
         try:
+            if caps.get("gpus") and not caps.get("fake"):
+                caps = {**caps, "gpus": _gpus() or caps["gpus"]}  # memory in use changes
             close_old_connections()
             WorkerHeartbeat.objects.update_or_create(
                 name=name,

@@ -108,7 +108,7 @@ class Service:
         self._log.close()
 
 
-def start_worker(name: str = "worker", **env: str) -> Service:
+def start_worker(name: str = "worker", *, queues: str = "train,default", **env: str) -> Service:
     service = Service(
         name,
         [
@@ -119,7 +119,7 @@ def start_worker(name: str = "worker", **env: str) -> Service:
             "worker.celery_app",
             "worker",
             "-Q",
-            "train,default",
+            queues,
             "--concurrency",
             "1",
             "--prefetch-multiplier",
