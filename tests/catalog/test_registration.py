@@ -94,8 +94,8 @@ def test_not_an_environment_is_refused(api, plain_http_server):
 
 
 def test_harbor_and_two_sources_are_refused(api, echo_url):
-    response, _ = _register(api, base_url=echo_url, kind="harbor")
-    assert response.status_code == 400 and "Harbor" in response.json()["kind"][0]
+    response, _ = _register(api, base_url=echo_url, kind="harbor")  # tests/catalog/test_harbor.py
+    assert response.status_code == 400 and "not an OpenEnv Harbor server" in response.json()["base_url"][0]
     response, _ = _register(api, base_url=echo_url, image="ghcr.io/x/echo:1")
     assert response.status_code == 400
     assert response.json()["base_url"] == [

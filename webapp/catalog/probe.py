@@ -261,15 +261,19 @@ def probe_environments(
 def _probe(
     base_url: str, *, kind: str | None, ors_env: str, timeout: float | None, every: bool
 ) -> list[ProbeResult]:
-    if kind not in (None, "", "openenv", "ors"):
+    if kind not in (None, "", "openenv", "ors", "harbor"):
         raise ProbeError(f"kind '{kind}' cannot be probed over HTTP")
     with ProbeSession(base_url, timeout) as probe:
+        if kind == "harbor":
+            from webapp.catalog.harbor import harbor_probe
+
+            return [harbor_probe(probe)]
         if kind == "openenv":
             return [_openenv(probe)]
         if kind == "ors":
             return _ors_choosing(probe, ors_env, every=every)
         try:
-            return [_openenv(probe)]
+            detected = _openenv(probe)
         except ProbeError as openenv_error:
             if probe.health is None or probe.expired:
                 raise
@@ -283,6 +287,13 @@ def _probe(
                 raise ProbeError(
                     f"not an OpenEnv server ({openenv_error}) nor an Open Reward Standard server ({ors_error})"
                 ) from None
+        # A Harbor server answers as an OpenEnv MCP server too; its `run_rollout` tool tells it
+        # apart (registering it as OpenEnv would let GRPO runs call that tool as a model's tool).
+        if detected.metadata.get("style") == "mcp" and any(t.get("name") == "run_rollout" for t in detected.tools):
+            from webapp.catalog.harbor import harbor_probe
+
+            return [harbor_probe(probe)]
+        return [detected]
 
 
 def _ors_choosing(probe: ProbeSession, ors_env: str, *, every: bool) -> list[ProbeResult]:

@@ -44,6 +44,11 @@ KEPT_ON_PROBE = (
 )
 
 
+# Kinds whose servers refuse a `/ws` session past their limit with CAPACITY_REACHED, so it can be
+# measured (a Harbor server is an OpenEnv server; a session boots no sandbox until `run_rollout`).
+MEASURABLE_KINDS = (Environment.Kind.OPENENV, Environment.Kind.HARBOR)
+
+
 class EnvironmentRejected(Exception):
     """Registration was refused; `errors` maps field names to messages."""
 
@@ -238,12 +243,7 @@ def _check_fields(
     elif Environment.objects.filter(name=name).exists():
         errors["name"] = [f"an environment named '{name}' already exists"]
     if kind not in ("", Environment.Kind.OPENENV, Environment.Kind.ORS, Environment.Kind.HARBOR):
-        errors["kind"] = [f"unknown kind '{kind}'; use openenv or ors (or leave it empty to detect it)"]
-    elif kind == Environment.Kind.HARBOR:
-        errors["kind"] = [
-            "Harbor tasks run black-box agents in cloud sandboxes on GPU workers; this installation "
-            "has neither, so they cannot be registered here"
-        ]
+        errors["kind"] = [f"unknown kind '{kind}'; use openenv, ors or harbor (or leave it empty to detect it)"]
     if capacity is not None and not (1 <= capacity <= 100_000):
         errors["capacity"] = ["capacity must be between 1 and 100000"]
     sources = [bool(base_url), bool(image), bool(ors_catalog)]
@@ -440,8 +440,10 @@ def _register(
     names = _entry_names(name=name, results=results)
     capacity_source = "declared" if capacity is not None else ""
     if measure_capacity and capacity is None:
-        if results[0].kind != Environment.Kind.OPENENV:
-            raise EnvironmentRejected({"capacity": ["capacity can be measured on OpenEnv servers only; declare it"]})
+        if results[0].kind not in MEASURABLE_KINDS:
+            raise EnvironmentRejected({"capacity": [
+                "capacity can be measured on OpenEnv and Harbor servers only; declare it"
+            ]})
         try:
             measured = probe_capacity(base_url)
         except ProbeError as exc:
@@ -513,8 +515,8 @@ def environment_set_shared(*, environment: Environment, shared: bool) -> Environ
 
 def environment_measure_capacity(*, environment: Environment) -> Environment:
     """Measure an OpenEnv server's capacity now and store it."""
-    if environment.kind != Environment.Kind.OPENENV:
-        raise EnvironmentRejected({"capacity": ["capacity can be measured on OpenEnv servers only"]})
+    if environment.kind not in MEASURABLE_KINDS:
+        raise EnvironmentRejected({"capacity": ["capacity can be measured on OpenEnv and Harbor servers only"]})
     active = environment_active_runs(environment=environment)
     if active:
         # Measuring opens sessions until the server refuses: the runs' rollouts would be refused too.
