@@ -761,6 +761,9 @@
     head.appendChild(el("span", "rollout-env", r.env || "—"));
     head.appendChild(el("span", "rollout-reward", "reward " + formatNumber(r.reward)));
     head.appendChild(el("span", "rollout-advantage", "advantage " + formatNumber(r.advantage)));
+    var replay = el("a", "rollout-replay", "replay");
+    replay.href = "/replay/runs/" + Number(cfg.run) + "/" + Number(r.seq) + "/";
+    head.appendChild(replay);
     article.appendChild(head);
     var terms = el("ul", "rollout-rewards");
     var rewards = r.rewards && typeof r.rewards === "object" ? r.rewards : {};

@@ -614,7 +614,7 @@ def test_measure_capacity_of_an_ors_environment_is_refused_with_a_message(
     )
 
     assert (
-        html.escape("Cannot measure 'ors-echo': capacity can be measured on OpenEnv servers only")
+        html.escape("Cannot measure 'ors-echo': capacity can be measured on OpenEnv and Harbor servers only")
         in response.content.decode()
     )
     environment.refresh_from_db()
