@@ -13,8 +13,8 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any
 
+from envs.adapters.tool_metrics import tool_call_names, tool_results
 from webapp.runs.config import AlertSettings
-from webapp.runs.tool_metrics import tool_call_names, tool_results
 
 
 @dataclass(frozen=True)

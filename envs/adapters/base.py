@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from envs.adapters import toolstats
 from envs.adapters.loop import LoopClient
-from webapp.runs.tool_metrics import TRANSPORT_ERROR, safe_tool_name
+from envs.adapters.tool_metrics import TRANSPORT_ERROR, safe_tool_name
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,20 @@ def _clipped_error(exc: Exception) -> Exception:
         return RuntimeError(text)
 
 
+def _count_episode_call(owner: Any, name: str | None, *, failed: bool) -> None:
+    """Per-episode calls and failures by tool, on the adapter (`_tool_counts`, read by reward
+    terms through envs/adapters/attributes.py); `reset` (name None) starts them afresh."""
+    state = getattr(owner, "__dict__", None)
+    if state is None:
+        return
+    if name is None:
+        state["_tool_counts"] = {}
+        return
+    entry = state.setdefault("_tool_counts", {}).setdefault(name, [0, 0])
+    entry[0] += 1
+    entry[1] += int(failed)
+
+
 def _clipping(func: Callable[..., Any]) -> Callable[..., Any]:
     # Every tool call passes here: counted per tool (envs/adapters/toolstats.py), reset is not a tool.
     counted = safe_tool_name(func.__name__) if func.__name__ != "reset" else None
@@ -62,16 +76,21 @@ def _clipping(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)  # TRL describes the tool from the name, docstring and signature
     def clipped(*args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
+        owner = args[0] if args else None
+        if counted is None:
+            _count_episode_call(owner, None, failed=False)
         try:
             result = func(*args, **kwargs)
         except Exception as exc:
             if counted is not None:
                 toolstats.record_failure(counted, time.perf_counter() - started, exc)
+                _count_episode_call(owner, counted, failed=True)
             if len(str(exc)) <= _limit("ENVLAB_MAX_TOOL_TEXT", DEFAULT_MAX_TOOL_TEXT):
                 raise
             raise _clipped_error(exc) from None  # TRL hands str(exc) to the model
         if counted is not None:
             toolstats.record(counted, time.perf_counter() - started, None)
+            _count_episode_call(owner, counted, failed=False)
         return clip_tool_text(result) if isinstance(result, str) else result
 
     clipped.__envlab_clipped__ = True  # type: ignore[attr-defined]
@@ -150,6 +169,10 @@ class OpenEnvAdapter(ClipsToolText):
         self.done = False
         self.tool_calls = 0
         self.tool_failures = 0
+        # Reward terms read these (envs/adapters/attributes.py): every step's reward, and the
+        # last step's metadata (numeric entries, rubric_scores, reward_signals).
+        self.rewards: list[float | None] = []
+        self._last_metadata: dict[str, Any] = {}
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -174,6 +197,8 @@ class OpenEnvAdapter(ClipsToolText):
         self.tool_calls = 0
         self.tool_failures = 0
         self._steps = 0
+        self.rewards = []
+        self._last_metadata = {}
         self._client = LoopClient(_cap_messages(self._open_client()))
         try:
             self._client.connect()
@@ -219,6 +244,8 @@ class OpenEnvAdapter(ClipsToolText):
             )
             log.warning("%s: episode %s lost: %s", self.env_name, self._episode_id, self.lost_reason)
             raise EpisodeLost(LOST_MESSAGE)
+        self.rewards.append(None if result.reward is None else float(result.reward))
+        self._last_metadata = metadata
         if result.reward is not None:
             self.reward = max(self.reward, float(result.reward))
         self.done = bool(result.done)

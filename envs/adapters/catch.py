@@ -17,6 +17,7 @@ class CatchAdapter(OpenEnvAdapter):
     def __init__(self) -> None:
         super().__init__()
         self.won = False
+        self.catches = 0  # 0 or 1: one ball per episode; a reward-term attribute
 
     def _open_client(self) -> Any:
         from envs.catch.client import CatchEnv  # openenv lazily: see envs/adapters/echo.py
@@ -25,7 +26,10 @@ class CatchAdapter(OpenEnvAdapter):
 
     def reset(self, **row: Any) -> str | None:
         self.won = False
-        result = self._start(seed=row.get("seed"))
+        self.catches = 0
+        # The grid size knobs (a run's `reset` dict): only when set, so the server's defaults apply.
+        sizes = {key: row[key] for key in ("rows", "columns") if row.get(key) is not None}
+        result = self._start(seed=row.get("seed"), **sizes)
         return "\n" + result.observation.text
 
     def move(self, direction: str) -> str:
@@ -59,4 +63,5 @@ class CatchAdapter(OpenEnvAdapter):
         result = self._step(CatchAction(direction=direction))
         self.reward = float(result.reward or 0.0)
         self.won = result.observation.outcome == "caught"
+        self.catches = int(self.won)
         return str(result.observation.text)

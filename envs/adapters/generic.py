@@ -47,6 +47,7 @@ from typing import Any, ClassVar, Literal
 
 from envs.adapters import toolstats
 from envs.adapters.base import LOST_MESSAGE, EpisodeLost, OpenEnvAdapter
+from envs.adapters.tool_metrics import ERROR_CLASSES, EXECUTION_ERROR, UNKNOWN_TOOL
 from envs.adapters.typed_tools import (
     docstring,
     identifier,
@@ -56,7 +57,6 @@ from envs.adapters.typed_tools import (
     unique,
 )
 from webapp.catalog import netguard
-from webapp.runs.tool_metrics import ERROR_CLASSES, EXECUTION_ERROR, UNKNOWN_TOOL
 
 log = logging.getLogger(__name__)
 

@@ -31,15 +31,15 @@ from urllib.parse import urlsplit
 
 from envs.adapters import toolstats
 from envs.adapters.base import ClipsToolText, EpisodeLost, clip_tool_text
-from envs.adapters.typed_tools import docstring, make_tool, one_line, typed_parameters
-from webapp.catalog import netguard
-from webapp.runs.tool_metrics import (
+from envs.adapters.tool_metrics import (
     EXECUTION_ERROR,
     INVALID_ARGS,
     TIMEOUT,
     TOOL_NOT_FOUND,
     TRANSPORT_ERROR,
 )
+from envs.adapters.typed_tools import docstring, make_tool, one_line, typed_parameters
+from webapp.catalog import netguard
 
 log = logging.getLogger(__name__)
 

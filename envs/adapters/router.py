@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from envs.adapters import toolstats
-from webapp.runs.tool_metrics import TOOL_NOT_FOUND, safe_tool_name
+from envs.adapters.tool_metrics import TOOL_NOT_FOUND, safe_tool_name
 
 
 class ToolConflict(ValueError):

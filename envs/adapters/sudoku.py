@@ -23,6 +23,8 @@ class SudokuAdapter(OpenEnvAdapter):
         self.progress = 0.0
         self.invalid_moves = 0
         self.solved = False
+        self.cells_filled = 0  # blanks filled so far, and how many the puzzle had (reward-term attributes)
+        self.blanks = 0
 
     def _open_client(self) -> Any:
         from envs.sudoku.client import SudokuEnv  # openenv lazily: see envs/adapters/echo.py
@@ -33,6 +35,8 @@ class SudokuAdapter(OpenEnvAdapter):
         self.progress = 0.0
         self.invalid_moves = 0
         self.solved = False
+        self.cells_filled = 0
+        self.blanks = 0
         options: dict[str, Any] = {"seed": row.get("seed")}
         if row.get("blanks") is not None:
             options["blanks"] = row["blanks"]
@@ -62,5 +66,7 @@ class SudokuAdapter(OpenEnvAdapter):
         self.reward = float(result.reward or 0.0)
         self.progress = observation.progress
         self.solved = observation.solved
+        self.cells_filled = int(observation.filled)
+        self.blanks = int(observation.blanks)
         self.invalid_moves = int((observation.metadata or {}).get("invalid_moves", 0))
         return str(observation.text)

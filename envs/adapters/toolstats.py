@@ -1,7 +1,7 @@
 """Per-tool calls, failures, latency and error classes, counted where the calls happen.
 
 The adapters' tool wrapper (envs/adapters/base.py) records every call with its duration
-and, for a failure, its error class (webapp/runs/tool_metrics.py: OpenEnv's MCP taxonomy
+and, for a failure, its error class (envs/adapters/tool_metrics.py: OpenEnv's MCP taxonomy
 plus `unknown_tool`). Calls TRL answers itself, without calling any tool (a tool name the
 environment does not have), are counted from the batch's transcripts. The training
 callback drains the counts once per logged step into the step's metrics: sums, so the
@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from webapp.runs.tool_metrics import (
+from envs.adapters.tool_metrics import (
     CALLS,
     ERROR_CLASSES,
     EXECUTION_ERROR,

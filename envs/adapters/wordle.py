@@ -12,9 +12,12 @@ from envs.adapters.base import OpenEnvAdapter
 
 # envs.wordle.models.MAX_GUESS_CHARS; openenv is imported lazily (see envs/adapters/echo.py).
 MAX_GUESS_CHARS = 100
+MAX_GUESSES = 6  # envs.wordle.models.MAX_GUESSES: the success bonus's max_steps
 
 
 class WordleAdapter(OpenEnvAdapter):
+    max_guesses = MAX_GUESSES
+
     def __init__(self) -> None:
         super().__init__()
         self._clear_game()

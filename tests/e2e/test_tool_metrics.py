@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
+from envs.adapters.tool_metrics import ERROR_CLASSES
 from tests.e2e.helpers import register_echo, run_config
 from webapp.runs.config import parse_run_config
 from webapp.runs.models import MetricPoint, Rollout, Run
 from webapp.runs.services import run_claim
-from webapp.runs.tool_metrics import ERROR_CLASSES
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -10,10 +10,10 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
+from envs.adapters.tool_metrics import ERROR_CLASSES
 from webapp.runs import views
 from webapp.runs.models import Rollout, Run
 from webapp.runs.telemetry import telemetry_record
-from webapp.runs.tool_metrics import ERROR_CLASSES
 from webapp.runs.tools import run_tool_table
 
 pytestmark = pytest.mark.django_db

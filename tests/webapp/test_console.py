@@ -63,7 +63,9 @@ ECHO_TOOL = {
         "required": ["message"],
     },
 }
-FRESH_STATE = {"done": False, "lost": False, "lost_reason": "", "reward": 0.0, "tool_calls": 0, "tool_failures": 0}
+FRESH_STATE = {
+    "done": False, "lost": False, "lost_reason": "", "reward": 0.0, "rewards": [], "tool_calls": 0, "tool_failures": 0,
+}
 db = pytest.mark.django_db(transaction=True)
 
 
@@ -393,7 +395,10 @@ def test_reset_echo_reward_and_game_over(echo_env, owner):
         "tool": "echo",
         "arguments": {"message": "hello"},
         "output": "hello",
-        "state": {"done": True, "lost": False, "lost_reason": "", "reward": 1.0, "tool_calls": 1, "tool_failures": 0},
+        "state": {
+            "done": True, "lost": False, "lost_reason": "", "reward": 1.0, "rewards": [1.0], "tool_calls": 1,
+            "tool_failures": 0,
+        },
     }
     # The adapter refuses a step after the end, as it would in training.
     assert over == {
@@ -402,7 +407,10 @@ def test_reset_echo_reward_and_game_over(echo_env, owner):
         "arguments": {"message": "again"},
         "message": "Game over.",
         "output": "{'error': 'Game over.'}",
-        "state": {"done": True, "lost": False, "lost_reason": "", "reward": 1.0, "tool_calls": 1, "tool_failures": 0},
+        "state": {
+            "done": True, "lost": False, "lost_reason": "", "reward": 1.0, "rewards": [1.0], "tool_calls": 1,
+            "tool_failures": 0,
+        },
     }
 
 
@@ -465,6 +473,7 @@ def test_refused_messages_leave_the_episode_untouched(echo_env, owner):
         "lost": False,
         "lost_reason": "",
         "reward": 1.0,
+        "rewards": [1.0],
         "tool_calls": 1,
         "tool_failures": 0,
     }

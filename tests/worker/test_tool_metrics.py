@@ -22,8 +22,8 @@ from envs.adapters import adapter_class, loop, toolstats
 from envs.adapters.base import EpisodeLost
 from envs.adapters.generic import list_mcp_tools, mcp_adapter_class
 from envs.adapters.router import router_class
+from envs.adapters.tool_metrics import ERROR_CLASSES
 from tests.envs.servers import free_port, run_env_server
-from webapp.runs.tool_metrics import ERROR_CLASSES
 
 SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
 NO_ERRORS = {f"tools/errors/{name}": 0.0 for name in ERROR_CLASSES}

@@ -2,7 +2,7 @@
 common error and the first transcript where the tool failed.
 
 The counts are SQL sums of the per-tool metrics the worker logs each step
-(webapp/runs/tool_metrics.py), so they are exact whatever the run's length. Error
+(envs/adapters/tool_metrics.py), so they are exact whatever the run's length. Error
 messages are not metrics: they are read from the transcripts of a few steps only, found
 through the metrics' (run, key, step, value) index, never by loading a run's rollouts:
   - a tool's first failing step (the first step whose `failure_total` is above zero): its
@@ -22,9 +22,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Sum
 
-from webapp.runs.models import MetricPoint, Rollout, Run
-from webapp.runs.selectors import run_metric_keys
-from webapp.runs.tool_metrics import (
+from envs.adapters.tool_metrics import (
     CALLS,
     ERROR_CLASSES,
     ERRORS_PREFIX,
@@ -35,6 +33,8 @@ from webapp.runs.tool_metrics import (
     tool_key,
     tool_results,
 )
+from webapp.runs.models import MetricPoint, Rollout, Run
+from webapp.runs.selectors import run_metric_keys
 
 MAX_TOOLS = 100
 MAX_SAMPLED_STEPS = 8
