@@ -8,6 +8,8 @@ import os
 import shutil
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +30,20 @@ from envs.adapters.router import router_class  # noqa: E402
 from webapp.accounts.secrets import user_secret_value  # noqa: E402
 from webapp.catalog.models import Environment  # noqa: E402
 from webapp.catalog.netguard import check_outbound_url  # noqa: E402
-from webapp.runs.checkpoints import model_resolve  # noqa: E402
+from webapp.runs.checkpoints import model_resolve, warmup_model_dir  # noqa: E402
 from webapp.runs.config import RunConfig  # noqa: E402
 from webapp.runs.models import Run  # noqa: E402
-from webapp.runs.services import model_folder_error, run_finish, run_rewind  # noqa: E402
+from webapp.runs.services import (  # noqa: E402
+    model_folder_error,
+    run_finish,
+    run_phase_set,
+    run_rewind,
+    run_warmup_done,
+)
 from worker.datasets import episode_rows  # noqa: E402
+from worker.grpo_args import grpo_config_kwargs  # noqa: E402
 from worker.health import HealthMonitor  # noqa: E402
+from worker.perf import PerfMeter, completion_tokens  # noqa: E402
 from worker.rewards import compile_rewards  # noqa: E402
 from worker.telemetry import TelemetrySink  # noqa: E402
 
@@ -50,9 +60,17 @@ class CapturingGRPOTrainer(GRPOTrainer):
 
     envlab_sink: TelemetrySink | None = None
     envlab_health: HealthMonitor | None = None
+    envlab_perf: PerfMeter | None = None
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        started = time.perf_counter()
         output = super()._generate_and_score_completions(inputs)
+        perf = self.envlab_perf
+        if perf is not None:
+            try:
+                perf.generation(seconds=time.perf_counter() - started, tokens=completion_tokens(output))
+            except Exception:  # telemetry must never break training
+                log.exception("throughput measurement failed")
         sink = self.envlab_sink
         if sink is not None or toolstats.COLLECTOR.active:
             try:
@@ -126,6 +144,7 @@ class TelemetryCallback(TrainerCallback):
         self.stop_reason: str | None = None
         self.stop_message = ""
         self._tool_step: int | None = None
+        self.perf = PerfMeter(cuda=torch.cuda.is_available())
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
         if logs:
@@ -144,6 +163,10 @@ class TelemetryCallback(TrainerCallback):
             log.exception("per-tool metrics failed at step %s", step)
             return logs
         self._tool_step = step
+        try:
+            counts = {**counts, **self.perf.drain()}
+        except Exception:  # telemetry must never break training
+            log.exception("perf metrics failed at step %s", step)
         return {**logs, **counts} if counts else logs
 
     def _check_health(self, step: int, logs: dict[str, Any], control: Any) -> None:
@@ -206,7 +229,8 @@ def environment_factory(config: RunConfig, owner: Any = None) -> tuple[type[Any]
     `owner`: the run's owner, whose own stored keys its environments may use."""
     members: dict[str, type[Any]] = {}
     task_rows: dict[str, Any] = {}
-    batch = config.grpo.generation_batch_size
+    # A warm-up alone plays one episode at a time per environment.
+    batch = config.grpo.generation_batch_size if config.grpo is not None else 1
     for item in config.environments:
         environment = Environment.objects.get(pk=item.environment)
         members[item.name] = bind_adapter(
@@ -242,10 +266,8 @@ def _ors_task_rows(environment: Environment, owner: Any) -> Any:
     return rows
 
 
-def build_trainer(run: Run, config: RunConfig, sink: TelemetrySink | None, output_dir: Path) -> CapturingGRPOTrainer:
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def _model_source(run: Run, config: RunConfig) -> tuple[str, str | None]:
+    """The folder or hub id the run's `model` names now, and the hub token to read it with."""
     # A checkpoint is looked up again, as the owner: the source run may be gone since launch.
     resolved = model_resolve(model=config.model, user=run.owner)
     source = resolved.source
@@ -256,6 +278,20 @@ def build_trainer(run: Run, config: RunConfig, sink: TelemetrySink | None, outpu
             raise ValueError(refused)
     # A hub model may be gated: the owner's own Hugging Face token, never another user's.
     hub_token = None if resolved.local else user_secret_value(user=run.owner, name="hf_token")
+    return source, hub_token
+
+
+def build_trainer(
+    run: Run, config: RunConfig, sink: TelemetrySink | None, output_dir: Path, model_source: str | None = None,
+    vllm_server_base_url: str | None = None,
+) -> CapturingGRPOTrainer:
+    """`model_source`: start from this folder (the run's own warm-up model) instead of `model`.
+    `vllm_server_base_url`: the vLLM server the worker started for this run, if it did."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    assert config.grpo is not None
+    source, hub_token = (model_source, None) if model_source else _model_source(run, config)
     tokenizer = AutoTokenizer.from_pretrained(source, token=hub_token)
     model = AutoModelForCausalLM.from_pretrained(
         source, dtype=torch.float32 if config.device == "cpu" else "auto", token=hub_token
@@ -265,39 +301,11 @@ def build_trainer(run: Run, config: RunConfig, sink: TelemetrySink | None, outpu
     if config.generation.vllm_server_base_url:
         # Checked at launch, and again where it is used: the name may resolve elsewhere now.
         check_outbound_url(config.generation.vllm_server_base_url, name="vllm_server_base_url")
-    grpo = config.grpo
+    # The one schema's fields by name, plus the lab's constants (worker/grpo_args.py).
     args = GRPOConfig(
-        output_dir=str(output_dir),
-        max_steps=grpo.max_steps,
-        learning_rate=grpo.learning_rate,
-        per_device_train_batch_size=grpo.per_device_train_batch_size,
-        gradient_accumulation_steps=grpo.gradient_accumulation_steps,
-        num_generations=grpo.num_generations,
-        max_completion_length=grpo.max_completion_length,
-        max_tool_calling_iterations=grpo.max_tool_calling_iterations,
-        beta=grpo.beta,
-        temperature=grpo.temperature,
-        seed=grpo.seed,
-        chat_template_kwargs=grpo.chat_template_kwargs,
-        reward_weights=weights,
-        logging_steps=1,
-        # The run-health check must see a NaN/inf loss; the default filter logs the average instead.
-        logging_nan_inf_filter=False,
-        save_strategy="steps",
-        save_steps=grpo.save_steps,
-        report_to="none",
-        disable_tqdm=True,
-        use_cpu=config.device == "cpu",
-        bf16=False,
-        gradient_checkpointing=False,
-        use_vllm=config.generation.backend == "vllm",
-        **({"vllm_mode": config.generation.vllm_mode} if config.generation.backend == "vllm" else {}),
-        **(
-            {"vllm_server_base_url": config.generation.vllm_server_base_url}
-            if config.generation.vllm_server_base_url
-            else {}
-        ),
-        dataloader_num_workers=0,
+        **grpo_config_kwargs(
+            config, output_dir=str(output_dir), reward_weights=weights, vllm_server_base_url=vllm_server_base_url
+        )
     )
     trainer = CapturingGRPOTrainer(
         model=model,
@@ -319,10 +327,32 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
     config = RunConfig.model_validate(run.config)
     output_dir = Path(settings.RUNS_DIR) / str(run.pk)
     output_dir.mkdir(parents=True, exist_ok=True)
-    resume_from = _checkpoint_dir(output_dir, run.checkpoint_step)
+    warmup_dir = warmup_model_dir(run.pk)
+    if run.attempts <= 1:
+        # A first attempt has no warm-up yet: a folder there is left from another run with
+        # this id (a reset database), like the checkpoints _prune_checkpoints removes.
+        shutil.rmtree(warmup_dir.parent, ignore_errors=True)
+    # A warm-up that ended left its model; one that did not is redone, and GRPO starts after it.
+    warmup_pending = config.warmup is not None and not (warmup_dir / "config.json").is_file()
+    resume_from = None if warmup_pending else _checkpoint_dir(output_dir, run.checkpoint_step)
     start_step = run.checkpoint_step or 0 if resume_from else 0
     _prune_checkpoints(output_dir, start_step or None)
-    if not run_rewind(run_id=run.pk, lease_owner=lease_owner, to_step=start_step):
+    if not run_rewind(
+        run_id=run.pk, lease_owner=lease_owner, to_step=start_step,
+        keep_warmup=config.warmup is not None and not warmup_pending,
+    ):
+        return "lease_lost"
+    if warmup_pending:
+        ended = _warmup_phase(run, config, lease_owner, warmup_dir)
+        if ended is not None:
+            return ended
+    if config.grpo is None:
+        # A warm-up alone whose model was saved before its worker died: nothing left to do.
+        _finish(run_id=run.pk, lease_owner=lease_owner, status=Run.Status.SUCCEEDED, error="", step=None)
+        return Run.Status.SUCCEEDED
+    if config.warmup is not None and not run_phase_set(
+        run_id=run.pk, lease_owner=lease_owner, phase=Run.Phase.GRPO, step=start_step
+    ):
         return "lease_lost"
     sink = TelemetrySink(
         run_id=run.pk, lease_owner=lease_owner, heartbeat_seconds=settings.ENVLAB_HEARTBEAT_SECONDS,
@@ -334,13 +364,18 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
     status, error = Run.Status.SUCCEEDED, ""
     train_seconds = None
     try:
-        trainer = build_trainer(run, config, sink, output_dir)
-        trainer.envlab_health = health
-        trainer.add_callback(callback)
-        toolstats.COLLECTOR.start(tool_names=trainer.envlab_tool_names())
-        started = time.perf_counter()
-        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
-        train_seconds = time.perf_counter() - started
+        model_source = str(warmup_dir) if config.warmup is not None else None
+        with _managed_vllm(run, config, output_dir, model_source) as vllm_url:
+            trainer = build_trainer(
+                run, config, sink, output_dir, model_source=model_source, vllm_server_base_url=vllm_url
+            )
+            trainer.envlab_health = health
+            trainer.envlab_perf = callback.perf
+            trainer.add_callback(callback)
+            toolstats.COLLECTOR.start(tool_names=trainer.envlab_tool_names())
+            started = time.perf_counter()
+            trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+            train_seconds = time.perf_counter() - started
         if callback.stop_reason == "cancelled":
             status = Run.Status.CANCELLED
         elif callback.stop_reason == "alert":
@@ -365,6 +400,74 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
         data={"train_seconds": train_seconds, "telemetry": sink.stats},
     )
     return status
+
+
+def _warmup_phase(run: Run, config: RunConfig, lease_owner: str, warmup_dir: Path) -> str | None:
+    """Run the SFT warm-up (worker/warmup.py) under its own telemetry sink, closed (flushed)
+    before GRPO's opens, so no SFT step lands after GRPO's step counter restarts. Returns
+    None when GRPO follows, else how the run ended (recorded here)."""
+    from worker.episodes import tool_schemas
+    from worker.warmup import WarmupResult, run_warmup
+
+    if not run_phase_set(run_id=run.pk, lease_owner=lease_owner, phase=Run.Phase.WARMUP, step=0):
+        return "lease_lost"
+    sink = TelemetrySink(
+        run_id=run.pk, lease_owner=lease_owner, heartbeat_seconds=settings.ENVLAB_HEARTBEAT_SECONDS,
+        max_pending=settings.ENVLAB_TELEMETRY_MAX_PENDING, outage_seconds=settings.ENVLAB_TELEMETRY_OUTAGE_SECONDS,
+    )
+    result: WarmupResult | None = None
+    status, error = Run.Status.SUCCEEDED, ""
+    try:
+        source, hub_token = _model_source(run, config)
+        factory, _task_rows = environment_factory(config, run.owner)
+        # The tools as GRPO offers them (every environment's, through the router).
+        tools = tool_schemas(factory())
+        result = run_warmup(
+            run=run, config=config, sink=sink, model_source=source, tools=tools, target=warmup_dir,
+            hub_token=hub_token,
+        )
+        if result.outcome == "cancelled":
+            status = Run.Status.CANCELLED
+        elif result.outcome == "telemetry_failed":
+            status, error = Run.Status.INTERRUPTED, sink.failure
+        elif result.outcome == "no_episodes":
+            assert config.warmup is not None
+            status, error = Run.Status.FAILED, (
+                f"the warm-up kept no episode: none of {result.episodes_seen} had a reward of at least "
+                f"{config.warmup.min_reward:g}"
+            )
+    except Exception as exc:
+        log.exception("run %s: warm-up failed", run.pk)
+        status, error = Run.Status.FAILED, _error_message(exc)
+    finally:
+        if not sink.close(timeout=60):
+            log.error("run %s: warm-up telemetry not fully written", run.pk)
+    if sink.lease_lost.is_set() or (result is not None and result.outcome == "lease_lost"):
+        return "lease_lost"
+    data = {"warmup": result.as_dict() if result is not None else None, "telemetry": sink.stats}
+    if result is not None and result.outcome == "done":
+        run_warmup_done(run_id=run.pk, lease_owner=lease_owner, data=result.as_dict())
+        if config.grpo is not None:
+            return None
+    _finish(run_id=run.pk, lease_owner=lease_owner, status=status, error=error, step=sink.step, data=data)
+    return status
+
+
+@contextmanager
+def _managed_vllm(run: Run, config: RunConfig, output_dir: Path, model_source: str | None) -> Iterator[str | None]:
+    """The vLLM server this run asked the worker to start (server mode, no URL given), on the
+    last CUDA device (training keeps the first `gpus`), for as long as training runs."""
+    if not config.generation.managed_server:
+        yield None
+        return
+    from worker.vllm_server import ManagedVLLMServer
+
+    source = model_source or _model_source(run, config)[0]
+    server = ManagedVLLMServer(
+        model=source, generation=config.generation, gpu=config.gpus, log_path=output_dir / "vllm.log"
+    )
+    with server as url:
+        yield url
 
 
 def _finish(**fields: Any) -> None:

@@ -60,11 +60,69 @@ def train_run(self: Any, run_id: int) -> str:
         CURRENT_RUN["id"] = None
 
 
+@shared_task(
+    bind=True, name="worker.tasks.evaluate", acks_late=True, reject_on_worker_lost=True, ignore_result=True
+)
+def evaluate(self: Any, evaluation_id: int) -> str:
+    """Claim the evaluation's lease and play it (the runs' lease pattern: a redelivery
+    waits while the lease is alive and takes over once it is stale; a copy finds it done)."""
+    _setup_django()
+    from django.conf import settings
+
+    from webapp.evaluations.services import evaluation_claim, new_lease_owner
+
+    lease_owner = new_lease_owner()
+    worker_name = f"{socket.gethostname()}:{os.getpid()}"
+    task_id = str(self.request.id or "")
+    while True:
+        claim = evaluation_claim(
+            evaluation_id=evaluation_id, lease_owner=lease_owner, worker_name=worker_name, task_id=task_id
+        )
+        if claim.outcome in ("duplicate", "done"):
+            return claim.outcome
+        if claim.outcome == "claimed":
+            break
+        time.sleep(settings.ENVLAB_HEARTBEAT_SECONDS)
+
+    from worker.evaluation import evaluate as play  # torch and transformers load here, in the child
+
+    return play(evaluation_id=evaluation_id, lease_owner=lease_owner)
+
+
+@shared_task(
+    bind=True, name="worker.tasks.run_job", acks_late=True, reject_on_worker_lost=True, ignore_result=True
+)
+def run_job(self: Any, job_id: int) -> str:
+    """Claim a background job (a reward dry run) and do it; the runs' lease pattern."""
+    _setup_django()
+    from django.conf import settings
+
+    from webapp.jobs.services import job_claim, new_lease_owner
+
+    lease_owner = new_lease_owner()
+    while True:
+        claim = job_claim(job_id=job_id, lease_owner=lease_owner)
+        if claim.outcome == "done":
+            return "done"
+        if claim.outcome == "claimed":
+            break
+        time.sleep(settings.ENVLAB_HEARTBEAT_SECONDS)
+
+    from worker.dry_run import run_job as work  # torch loads here, in the child
+
+    return work(job_id=job_id, lease_owner=lease_owner)
+
+
 @shared_task(name="worker.tasks.sweep_stale_runs", ignore_result=True)
 def sweep_stale_runs() -> int:
     _setup_django()
+    from webapp.evaluations.services import evaluation_mark_stale_failed
+    from webapp.jobs.services import jobs_mark_stale_failed
     from webapp.runs.services import run_mark_stale_interrupted
 
+    # Evaluations whose worker died, too (they are also swept whenever they are read).
+    evaluation_mark_stale_failed()
+    jobs_mark_stale_failed()
     return run_mark_stale_interrupted()
 
 

@@ -8,7 +8,9 @@ from rest_framework import serializers
 from webapp.catalog.models import Environment
 from webapp.runs.checkpoints import run_checkpoints
 from webapp.runs.models import Rollout, Run, RunEvent, WorkerHeartbeat
+from webapp.runs.routing import config_queue
 from webapp.runs.selectors import run_alerts, run_progress, run_status_display
+from webapp.runs.workers import run_waiting_reason, worker_facts
 
 
 class EnvironmentIn(serializers.Serializer):
@@ -101,7 +103,22 @@ class RunOut(serializers.ModelSerializer):
             "id", "name", "owner", "status", "step", "max_steps", "error", "model", "config",
             "cancel_requested", "attempts", "checkpoint_step", "last_seq", "worker_name",
             "created_at", "started_at", "finished_at", "heartbeat_at", "progress", "alerts", "status_display",
+            "phase", "queue", "waiting_reason",
         ]
+
+    queue = serializers.SerializerMethodField(
+        help_text="The Celery queue of its train task: train, train-cuda-<N> or train-vllm-<N>."
+    )
+    waiting_reason = serializers.SerializerMethodField(
+        help_text="For a queued run that no worker seen lately can carry: why it waits; else null."
+    )
+
+    def get_queue(self, run: Run) -> str:
+        return config_queue(run.config)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_waiting_reason(self, run: Run) -> str | None:
+        return run_waiting_reason(run=run)
 
     def get_progress(self, run: Run) -> dict:
         return run_progress(run=run)
@@ -123,7 +140,7 @@ class RunOut(serializers.ModelSerializer):
 
 class CheckpointOut(serializers.Serializer):
     step = serializers.IntegerField(help_text="The GRPO step; 0 is the warm-up's model.")
-    phase = serializers.ChoiceField(choices=["warmup", "grpo"])
+    phase = serializers.ChoiceField(choices=Run.Phase.choices)
     created_at = serializers.DateTimeField()
     size_bytes = serializers.IntegerField()
 
@@ -201,7 +218,17 @@ class WorkerOut(serializers.ModelSerializer):
 
     class Meta:
         model = WorkerHeartbeat
-        fields = ["name", "capabilities", "heartbeat_at", "current_run"]
+        fields = ["name", "capabilities", "heartbeat_at", "current_run", "queues", "seen"]
+
+    queues = serializers.SerializerMethodField(help_text="The training queues its capabilities let it consume.")
+    seen = serializers.SerializerMethodField(help_text="Heartbeat recent enough to count on it at launch.")
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_queues(self, worker: WorkerHeartbeat) -> list[str]:
+        return worker_facts(worker)["queues"]
+
+    def get_seen(self, worker: WorkerHeartbeat) -> bool:
+        return bool(worker_facts(worker)["seen"])
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_current_run(self, worker: WorkerHeartbeat) -> int | None:

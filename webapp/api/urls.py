@@ -1,8 +1,10 @@
-from django.urls import path
+from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from webapp.accounts import apis as account_apis
 from webapp.api import views
+from webapp.jobs import apis as job_apis
+from webapp.rewards import apis as reward_apis
 
 urlpatterns = [
     path("auth/token/", account_apis.TokenCreateApi.as_view(), name="api-token"),
@@ -30,12 +32,20 @@ urlpatterns = [
     path("runs/<int:pk>/resume/", views.RunResumeApi.as_view(), name="api-run-resume"),
     path("runs/<int:pk>/metrics/", views.RunMetricsApi.as_view(), name="api-run-metrics"),
     path("runs/<int:pk>/metrics/keys/", views.RunMetricKeysApi.as_view(), name="api-run-metric-keys"),
+    path("runs/compare/", views.RunCompareApi.as_view(), name="api-run-compare"),
     path("runs/<int:pk>/rollouts/", views.RunRolloutsApi.as_view(), name="api-run-rollouts"),
+    path("runs/<int:pk>/rollouts/export/", views.RunRolloutsExportApi.as_view(), name="api-run-rollouts-export"),
     path("runs/<int:pk>/tools/", views.RunToolsApi.as_view(), name="api-run-tools"),
     path("runs/<int:pk>/events/", views.RunEventsApi.as_view(), name="api-run-events"),
     path("workers/", views.WorkerListApi.as_view(), name="api-workers"),
+    path("reward-recipes/", reward_apis.RecipeListApi.as_view(), name="api-reward-recipes"),
+    path("reward-recipes/<int:pk>/", reward_apis.RecipeDetailApi.as_view(), name="api-reward-recipe"),
+    path("reward-recipes/<int:pk>/dry-run/", reward_apis.RecipeDryRunApi.as_view(), name="api-reward-recipe-dry-run"),
+    path("jobs/<int:pk>/", job_apis.JobDetailApi.as_view(), name="api-job"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
 ]
+
+urlpatterns += [path("", include("webapp.evaluations.api_urls"))]
 
 urlpatterns += [
     path("catalog-snapshots/", views.CatalogSnapshotListApi.as_view(), name="api-catalog-snapshots"),

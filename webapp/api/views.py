@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
@@ -40,8 +41,17 @@ from webapp.catalog.services import (
     environment_set_shared,
     environments_register,
 )
+from webapp.runs.compare import (
+    CompareError,
+    compare_keys,
+    compare_runs,
+    compare_series,
+    config_diff,
+)
 from webapp.runs.config import RunConfig
 from webapp.runs.demo import run_launch_demo
+from webapp.runs.export import FORMATS as EXPORT_FORMATS
+from webapp.runs.export import rollouts_jsonl, rollouts_parquet, streamed
 from webapp.runs.models import Run, WorkerHeartbeat
 from webapp.runs.selectors import (
     RUN_CHANGE_REFUSAL,
@@ -154,10 +164,10 @@ class RunListApi(WriteThrottled, APIView):
         return Response(RunOut(runs, many=True).data)
 
     # The one run config schema, published as is: clients (and the schema fuzzer) see real bodies.
-    @extend_schema(request=RunConfig, responses={201: RunOut})
+    @extend_schema(request=RunConfig, responses={201: RunDetailOut})
     def post(self, request: Request) -> Response:
         run = run_launch(owner=request.user, data=request.data)
-        return Response(RunOut(run).data, status=status.HTTP_201_CREATED)
+        return Response(RunDetailOut(run).data, status=status.HTTP_201_CREATED)
 
 
 class RunDemoApi(WriteThrottled, APIView):
@@ -166,10 +176,10 @@ class RunDemoApi(WriteThrottled, APIView):
 
     write_throttle_scope = "launch"
 
-    @extend_schema(request=None, responses={201: RunOut})
+    @extend_schema(request=None, responses={201: RunDetailOut})
     def post(self, request: Request) -> Response:
         run = run_launch_demo(owner=request.user)
-        return Response(RunOut(run).data, status=status.HTTP_201_CREATED)
+        return Response(RunDetailOut(run).data, status=status.HTTP_201_CREATED)
 
 
 def _visible_run(request: Request, pk: int) -> Run:
@@ -267,6 +277,55 @@ class RunRolloutsApi(APIView):
         )
         page, next_url = _keyset_page(request, rows, limit, "after_seq", lambda row: row.seq)
         return Response({"results": RolloutOut(page, many=True).data, "next": next_url})
+
+
+class RunCompareApi(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("run", int, many=True), OpenApiParameter("key", str)],
+        responses=dict,
+    )
+    def get(self, request: Request) -> Response:
+        try:
+            runs = compare_runs(visible=runs_visible_to(user=request.user), ids=request.query_params.getlist("run"))
+        except CompareError as exc:
+            raise ValidationError({"run": [str(exc)]}) from None
+        keys = compare_keys(runs)
+        key = request.query_params.get("key") or "reward"
+        if key not in keys:
+            raise ValidationError({"key": [f"none of these runs logged '{key[:120]}'"]})
+        series = compare_series(runs, key=key)
+        return Response({
+            "runs": [{"id": run.pk, "name": run.name, "status": run.status} for run in runs],
+            "keys": keys,
+            "key": key,
+            "series": {str(pk): points for pk, points in series.items()},
+            "config_diff": config_diff(runs),
+        })
+
+
+class RunRolloutsExportApi(APIView):
+    """The body is streamed, not rendered; `format` is this view's own parameter, not DRF's
+    renderer switch (errors are JSON)."""
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> tuple[Any, str]:
+        from rest_framework.renderers import JSONRenderer
+
+        return JSONRenderer(), JSONRenderer.media_type
+
+    @extend_schema(
+        parameters=[OpenApiParameter("format", str, enum=list(EXPORT_FORMATS))],
+        responses={(200, "application/x-ndjson"): bytes, (200, "application/vnd.apache.parquet"): bytes},
+    )
+    def get(self, request: Request, pk: int) -> StreamingHttpResponse:
+        run = _visible_run(request, pk)
+        fmt = request.query_params.get("format", "jsonl")
+        if fmt not in EXPORT_FORMATS:
+            raise ValidationError({"format": [f"use one of {', '.join(EXPORT_FORMATS)}"]})
+        chunks = rollouts_jsonl(run) if fmt == "jsonl" else rollouts_parquet(run)
+        kind = "application/x-ndjson" if fmt == "jsonl" else "application/vnd.apache.parquet"
+        response = StreamingHttpResponse(streamed(chunks), content_type=kind)
+        response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-rollouts.{fmt}"'
+        return response
 
 
 def _keyset_page(

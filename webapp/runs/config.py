@@ -23,6 +23,9 @@ from pydantic import (
     model_validator,
 )
 
+# The one registry of reward terms (webapp/rewards/terms.py); RewardTerm is re-exported here.
+from webapp.rewards.terms import RecipeRef, RewardTerm, TermFieldError, terms_error
+
 MODEL_DEMO_RE = re.compile(r"^demo:[a-z0-9][a-z0-9-]{0,62}$")
 MODEL_HUB_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 
@@ -139,33 +142,17 @@ ModelSpec = Annotated[
 UNION_TAGS = ("name", "ref")
 
 
-class RewardTerm(_Strict):
-    name: str = Field(min_length=1, max_length=64)
-    kind: Literal["env_reward", "tool_called"] = "env_reward"
-    weight: float = Field(default=1.0, ge=-100, le=100)
-    environments: list[Annotated[str, StringConstraints(max_length=64)]] | None = Field(
-        default=None, max_length=8
-    )
-    params: dict[str, Any] = Field(
-        default_factory=dict, description=f"At most {MAX_REWARD_PARAMS_BYTES} bytes as JSON."
-    )
+def _rewards_kind(value: Any) -> str:
+    return "recipe" if isinstance(value, dict | RecipeRef) else "terms"
 
-    @field_validator("name")
-    @classmethod
-    def _name_is_identifier(cls, value: str) -> str:
-        if not re.fullmatch(r"[a-z][a-z0-9_]*", value):
-            raise ValueError("use lowercase letters, digits and '_', starting with a letter")
-        return value
 
-    @field_validator("params")
-    @classmethod
-    def _params_bounded(cls, value: dict[str, Any]) -> dict[str, Any]:
-        if _nests_deeper_than(value, MAX_REWARD_PARAMS_DEPTH):
-            raise ValueError(f"params nest at most {MAX_REWARD_PARAMS_DEPTH} levels deep")
-        size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
-        if size > MAX_REWARD_PARAMS_BYTES:
-            raise ValueError(f"params take at most {MAX_REWARD_PARAMS_BYTES} bytes as JSON, not {size}")
-        return value
+# `rewards`: a list of terms, or {"recipe": <id>} (resolved at launch, webapp.runs.services).
+RewardsSpec = Annotated[
+    Annotated[list[RewardTerm], Field(min_length=1, max_length=32), Tag("terms")]
+    | Annotated[RecipeRef, Tag("recipe")],
+    Discriminator(_rewards_kind),
+]
+REWARDS_TAGS = ("terms", "recipe")
 
 
 class GRPOSettings(_Strict):
@@ -225,6 +212,45 @@ class GRPOSettings(_Strict):
         return self
 
 
+MAX_WARMUP_EPISODES = 4096
+MAX_WARMUP_EPOCHS = 100
+
+
+class WarmupSettings(_Strict):
+    """An SFT warm-up before GRPO (worker/warmup.py): good episodes, played by the bundled
+    environment's solver or kept from an earlier run's rollouts, trained with TRL's SFTTrainer
+    on the assistant turns only. Its model is the run's checkpoint 0, where GRPO starts."""
+
+    kind: Literal["sft"] = "sft"
+    source: Literal["solver", "run"] = Field(
+        description='"solver": episodes played by the environment\'s solver; "run": rollouts of run `run`.'
+    )
+    run: int | None = Field(default=None, ge=1, description='Id of the run whose rollouts to keep (source "run").')
+    min_reward: float = Field(default=1.0, ge=-1e6, le=1e6, description="Keep episodes with at least this reward.")
+    episodes: int = Field(
+        default=64, ge=1, le=MAX_WARMUP_EPISODES,
+        description="Solver: episodes to play; run: the newest kept rollouts to use, at most.",
+    )
+    epochs: int = Field(default=2, ge=1, le=MAX_WARMUP_EPOCHS)
+    learning_rate: float = Field(default=1e-4, gt=0, le=1)
+    per_device_train_batch_size: int = Field(default=8, ge=1, le=MAX_GENERATION_BATCH)
+    max_length: int = Field(default=2048, ge=64, le=MAX_COMPLETION_LENGTH["cuda"], description="Tokens per episode.")
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+
+    @model_validator(mode="after")
+    def _run_for_run_source(self) -> WarmupSettings:
+        if self.source == "run" and self.run is None:
+            raise _FieldError("run", 'source "run" needs the id of the run whose rollouts to keep')
+        if self.source == "solver" and self.run is not None:
+            raise _FieldError("run", 'only source "run" takes a run; the solver plays its own episodes')
+        return self
+
+    @property
+    def max_steps(self) -> int:
+        """Optimizer steps at most: every episode kept, every epoch."""
+        return -(-self.episodes // self.per_device_train_batch_size) * self.epochs
+
+
 AlertKind = Literal[
     "nonfinite", "zero_variance", "tool_failures", "no_tool_calls", "reward_flat", "entropy_collapse"
 ]
@@ -259,12 +285,58 @@ class AlertSettings(_Strict):
     )
 
 
+VLLM_PASSTHROUGH = (
+    "vllm_gpu_memory_utilization",
+    "vllm_tensor_parallel_size",
+    "vllm_max_model_length",
+    "vllm_enable_sleep_mode",
+    "vllm_server_timeout",
+    "vllm_importance_sampling_correction",
+    "vllm_importance_sampling_mode",
+    "vllm_importance_sampling_clip_max",
+    "vllm_importance_sampling_clip_min",
+)
+
+
 class GenerationSettings(_Strict):
     backend: Literal["transformers", "vllm"] = "transformers"
     vllm_mode: Literal["colocate", "server"] = "colocate"
     # Checked against the outbound-address rules when a run is launched
     # (webapp.runs.services.run_config_check), like an environment's URL.
-    vllm_server_base_url: str | None = Field(default=None, max_length=500)
+    vllm_server_base_url: str | None = Field(
+        default=None,
+        max_length=500,
+        description="vllm_mode 'server': an existing vLLM server; unset, the worker starts one on its own GPU.",
+    )
+    # TRL's own GRPOConfig fields for vLLM, passed through when set (None: TRL's default).
+    vllm_gpu_memory_utilization: float | None = Field(default=None, gt=0, le=0.95)
+    vllm_tensor_parallel_size: int | None = Field(default=None, ge=1, le=8)
+    vllm_max_model_length: int | None = Field(default=None, ge=64, le=1_048_576)
+    vllm_enable_sleep_mode: bool | None = None
+    vllm_server_timeout: float | None = Field(default=None, gt=0, le=3600)
+    vllm_importance_sampling_correction: bool | None = None
+    vllm_importance_sampling_mode: (
+        Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"] | None
+    ) = None
+    vllm_importance_sampling_clip_max: float | None = Field(default=None, gt=0, le=1e6)
+    vllm_importance_sampling_clip_min: float | None = Field(default=None, ge=0, le=1e6)
+
+    @model_validator(mode="after")
+    def _vllm_fields_need_vllm(self) -> GenerationSettings:
+        if self.backend != "vllm":
+            given = sorted(name for name in VLLM_PASSTHROUGH if getattr(self, name) is not None)
+            if self.vllm_server_base_url:
+                given.insert(0, "vllm_server_base_url")
+            if given:
+                raise _FieldError(given[0], f"{', '.join(given)} apply to the vllm backend only")
+        if self.vllm_mode == "colocate" and self.vllm_server_base_url:
+            raise _FieldError("vllm_server_base_url", "a server URL needs vllm_mode 'server'")
+        return self
+
+    @property
+    def managed_server(self) -> bool:
+        """vLLM in server mode with no URL given: the worker runs the server, on one more GPU."""
+        return self.backend == "vllm" and self.vllm_mode == "server" and not self.vllm_server_base_url
 
 
 class RunConfig(_Strict):
@@ -273,15 +345,22 @@ class RunConfig(_Strict):
         description='A hub id, an absolute local folder, "demo:<name>", or {"run": <id>, "checkpoint": <step>|"last"}.'
     )
     environments: list[RunEnvironment] = Field(min_length=1, max_length=8)
-    rewards: list[RewardTerm] = Field(
+    rewards: RewardsSpec = Field(
         default_factory=lambda: [RewardTerm(name="env_reward", kind="env_reward", weight=1.0)],
-        min_length=1,
-        max_length=32,
+        description='A list of reward terms, or {"recipe": <id>} for a saved recipe.',
     )
-    grpo: GRPOSettings = Field(default_factory=GRPOSettings)
+    warmup: WarmupSettings | None = Field(default=None, description="An SFT warm-up before GRPO; none by default.")
+    grpo: GRPOSettings | None = Field(
+        default_factory=GRPOSettings, description="GRPO training; null for a warm-up alone (needs `warmup`)."
+    )
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     device: Literal["cpu", "cuda"] = "cpu"
+    gpus: int = Field(default=1, ge=1, le=8, description="CUDA devices the run needs (device 'cuda').")
+    wait_for_worker: bool = Field(
+        default=False,
+        description="Queue the run even when no worker seen lately can carry it (instead of refusing it).",
+    )
 
     @field_validator("model")
     @classmethod
@@ -301,18 +380,16 @@ class RunConfig(_Strict):
         for index, env in enumerate(self.environments):
             if not env.name:
                 env.name = f"env{index}" if len(self.environments) > 1 else "env"
-        names = [term.name for term in self.rewards]
-        if len(set(names)) != len(names):
-            raise _FieldError("rewards", "reward term names must be unique")
         env_names = [env.name for env in self.environments]
         if len(set(env_names)) != len(env_names):
             raise _FieldError("environments", "environment names within a run must be unique")
-        for term in self.rewards:
-            unknown = set(term.environments or []) - set(env_names)
-            if unknown:
-                raise _FieldError(
-                    "rewards", f"term '{term.name}' names unknown environments {sorted(unknown)}"
-                )
+        terms = self.rewards if isinstance(self.rewards, list) else self.rewards.terms
+        broken = terms_error(terms, env_names=env_names) if terms is not None else None
+        if broken is not None:
+            where = "rewards" if isinstance(self.rewards, list) else "rewards.terms"
+            raise _FieldError(f"{where}.{broken[0]}".rstrip("."), broken[1])
+        if self.gpus > 1 and self.device != "cuda":
+            raise _FieldError("gpus", "more than one GPU needs device 'cuda'")
         if self.generation.backend == "vllm" and self.device != "cuda":
             raise _FieldError("generation", "the vllm backend needs device 'cuda'")
         rows = sum(env.row_count for env in self.environments)
@@ -329,13 +406,29 @@ class RunConfig(_Strict):
                 f"rows x prompt length is {chars} characters in all; at most {MAX_PROMPT_CHARS_TOTAL} "
                 "(fewer rows or a shorter prompt)",
             )
+        if self.grpo is None and self.warmup is None:
+            raise _FieldError("grpo", "grpo may be null only for a run with a warm-up: give `warmup` or `grpo`")
         longest = MAX_COMPLETION_LENGTH[self.device]
-        if self.grpo.max_completion_length > longest:
+        if self.grpo is not None and self.grpo.max_completion_length > longest:
             raise _FieldError(
                 "grpo.max_completion_length",
                 f"max_completion_length is at most {longest} tokens on device '{self.device}'",
             )
         return self
+
+    @property
+    def seed(self) -> int:
+        """The seed of the run's rows: GRPO's, or the warm-up's for a warm-up alone."""
+        if self.grpo is not None:
+            return self.grpo.seed
+        return self.warmup.seed if self.warmup is not None else 0
+
+    @property
+    def total_steps(self) -> int:
+        """What Run.max_steps counts: GRPO's steps, or the warm-up's most for a warm-up alone."""
+        if self.grpo is not None:
+            return self.grpo.max_steps
+        return self.warmup.max_steps if self.warmup is not None else 0
 
 
 def _nests_deeper_than(value: Any, limit: int) -> bool:
@@ -367,6 +460,11 @@ class RunConfigError(Exception):
         self.errors = errors
 
 
+def _union_tag(parent: Any, part: Any) -> bool:
+    """A tagged union's branch name in an error's location, left out of the dotted path."""
+    return (parent == "model" and part in UNION_TAGS) or (parent == "rewards" and part in REWARDS_TAGS)
+
+
 def parse_run_config(data: Any) -> RunConfig:
     """Validate raw input (dict from JSON or a form) into a RunConfig, or raise RunConfigError."""
     if not isinstance(data, dict):
@@ -377,12 +475,12 @@ def parse_run_config(data: Any) -> RunConfig:
         errors: dict[str, list[str]] = {}
         for error in exc.errors():
             ctx_error = (error.get("ctx") or {}).get("error")
-            if isinstance(ctx_error, _FieldError):
-                prefix = ".".join(str(p) for p in error["loc"])
+            loc = [p for i, p in enumerate(error["loc"]) if not (i and _union_tag(error["loc"][i - 1], p))]
+            if isinstance(ctx_error, _FieldError | TermFieldError):
+                prefix = ".".join(str(p) for p in loc)
                 key = f"{prefix}.{ctx_error.field}" if prefix else ctx_error.field
                 errors.setdefault(key, []).append(ctx_error.message)
                 continue
-            loc = [p for i, p in enumerate(error["loc"]) if not (i and error["loc"][i - 1] == "model" and p in UNION_TAGS)]
             key = ".".join(str(p) for p in loc) or "non_field_errors"
             message = error["msg"].removeprefix("Value error, ")
             errors.setdefault(key, []).append(message)

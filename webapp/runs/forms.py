@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, get_args
+from typing import Any
 
 from django import forms
 from django.utils.text import slugify
 
 from webapp.catalog.models import Environment
-from webapp.runs.config import ALERT_KINDS, AlertSettings, GRPOSettings, RewardTerm, RunEnvironment
+from webapp.rewards.terms import KINDS
+from webapp.runs.config import ALERT_KINDS, AlertSettings, GRPOSettings, RunEnvironment
 
 GRPO_FIELDS = (
     "num_generations",
@@ -47,7 +48,13 @@ ALERT_FIELDS = {
     "alert_stop_on": "stop_on",
 }
 ALERT_SETTINGS = {setting: field for field, setting in ALERT_FIELDS.items()}
-REWARD_KINDS = [(kind, kind) for kind in get_args(RewardTerm.model_fields["kind"].annotation)]
+# The form has no input for a term's params or children: it offers the leaf kinds whose params
+# all have defaults. The others are composed in JSON mode or a saved recipe (the API).
+REWARD_KINDS = [
+    (name, f"{name}: {kind.description}")
+    for name, kind in KINDS.items()
+    if not kind.container and not any(field.is_required() for field in kind.params.model_fields.values())
+]
 DEFAULT_PROMPT = "Echo '{phrase}'."
 
 

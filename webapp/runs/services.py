@@ -22,17 +22,22 @@ from webapp.catalog.models import Environment
 from webapp.catalog.netguard import OutboundRefused, check_outbound_url
 from webapp.catalog.probe import ProbeError, probe_environment
 from webapp.catalog.selectors import environments_visible_to
+from webapp.rewards.terms import RecipeRef
 from webapp.runs import metric_tiers
 from webapp.runs.checkpoints import ModelRefError, model_label, model_pinned, model_resolve
 from webapp.runs.config import CheckpointRef, RunConfig, RunConfigError, parse_run_config
 from webapp.runs.live import notify_run
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
+from webapp.runs.routing import TRAIN_QUEUE, config_queue, run_needs
 from webapp.runs.selectors import run_live_note
+from webapp.runs.workers import run_worker_refusal
 
 log = logging.getLogger(__name__)
 
 # Enqueued by name: webapp code does not import the worker's task module.
 TRAIN_TASK = "worker.tasks.train_run"
+# The warm-up's metrics (worker/warmup.py), numbered by SFT step.
+WARMUP_METRIC_PREFIX = "sft/"
 
 
 class RunStateError(Exception):
@@ -140,7 +145,19 @@ def run_config_check(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, 
     vllm_error = _vllm_server_error(config.generation.vllm_server_base_url)
     if vllm_error:
         errors["generation.vllm_server_base_url"] = [vllm_error]
-    batch = config.grpo.generation_batch_size
+    if isinstance(config.rewards, RecipeRef):
+        from webapp.rewards.selectors import RecipeRefError, recipe_resolve
+
+        # Resolved once, here: the run records the exact version and its terms, and trains on them.
+        try:
+            names = [item.name for item in config.environments]
+            config.rewards = recipe_resolve(ref=config.rewards, user=user, env_names=names)
+        except RecipeRefError as exc:
+            errors["rewards.recipe"] = [str(exc)]
+    # A warm-up alone plays its episodes one at a time: one session per environment.
+    batch = config.grpo.generation_batch_size if config.grpo is not None else 1
+    if config.warmup is not None:
+        errors.update(_warmup_errors(config=config, user=user))
     tool_owner: dict[str, tuple[str, str]] = {}
     for index, item in enumerate(config.environments):
         key = f"environments.{index}.environment"
@@ -192,6 +209,41 @@ def run_config_check(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, 
     return errors
 
 
+def _warmup_errors(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, list[str]]:
+    """The warm-up's source must exist: a solver for every environment (only bundled ones have
+    one; a random policy is not a warm-up), or a visible run with rollouts good enough to keep."""
+    from envs.solvers import solver_class
+    from webapp.catalog.adapters import recorded_adapter
+    from webapp.runs.selectors import runs_visible_to
+
+    warmup = config.warmup
+    assert warmup is not None
+    errors: dict[str, list[str]] = {}
+    if warmup.source == "run":
+        source = runs_visible_to(user=user).filter(pk=warmup.run).first()
+        if source is None:
+            # The same message for a run that exists but is not theirs.
+            return {"warmup.run": [f"no run with id {warmup.run}"]}
+        kept = Rollout.objects.filter(run=source, unscored=False, reward__gte=warmup.min_reward).count()
+        if not kept:
+            errors["warmup.run"] = [
+                f"run {source.pk} has no scored rollout with a reward of at least {warmup.min_reward:g}: "
+                "lower warmup.min_reward or pick another run"
+            ]
+        return errors
+    for index, item in enumerate(config.environments):
+        environment = environments_visible_to(user=user).filter(pk=item.environment).first()
+        if environment is None:
+            continue  # reported against the environment itself
+        spec = recorded_adapter(environment.metadata)
+        if spec is None or solver_class(spec.key) is None:
+            errors[f"environments.{index}.environment"] = [
+                f"environment '{environment.name}' has no solver (only the bundled echo, wordle, catch and "
+                'sudoku have one): use warmup source "run" with an earlier run\'s rollouts'
+            ]
+    return errors
+
+
 def _active_runs_error(owner: AbstractBaseUser) -> str | None:
     limit = settings.ENVLAB_MAX_ACTIVE_RUNS
     active = Run.objects.filter(owner=owner, status__in=Run.ACTIVE).count()
@@ -218,6 +270,10 @@ def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
     errors = run_config_check(config=config, user=owner)
     if errors:
         raise RunConfigError(errors)
+    # Last: a config that is wrong anyway hears about what to fix in it first.
+    waiting = run_worker_refusal(config=config)
+    if waiting and not config.wait_for_worker:
+        raise RunConfigError({"device": [waiting]})
     try:
         config.model = model_pinned(model=config.model, user=owner)
     except ModelRefError as exc:  # the checkpoint went away since the check
@@ -232,14 +288,24 @@ def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
             name=config.name,
             config=config.model_dump(mode="json"),
             model=model_label(config.model),
-            max_steps=config.grpo.max_steps,
+            max_steps=config.total_steps,
+            phase=Run.Phase.WARMUP if config.warmup is not None else Run.Phase.GRPO,
             sent_at=timezone.now(),
             sends=1,
         )
         run.environments.set([item.environment for item in config.environments])
-        RunEvent.objects.create(run=run, kind="queued", message="Run queued.")
+        queue = run_queue(run)
+        queued = "Run queued." if queue == TRAIN_QUEUE else f"Run queued for a worker with {run_needs(config).describe()} ({queue})."
+        RunEvent.objects.create(run=run, kind="queued", message=queued)
+        if waiting:
+            RunEvent.objects.create(run=run, kind="waiting_for_worker", message=waiting)
         _enqueue_on_commit(run)
     return run
+
+
+def run_queue(run: Run) -> str:
+    """The Celery queue the run's train task goes to (webapp/runs/routing.py)."""
+    return config_queue(run.config)
 
 
 def _enqueue_on_commit(run: Run) -> None:
@@ -274,7 +340,9 @@ def _send_train_task(run_id: int, *, record_failure: bool) -> bool:
     from webapp import celery_app  # the project's Celery app: imports no torch
 
     try:
-        celery_app.send_task(TRAIN_TASK, args=(run_id,))
+        config = Run.objects.filter(pk=run_id).values_list("config", flat=True).first()
+        # By capability: only workers that can carry the run consume its queue.
+        celery_app.send_task(TRAIN_TASK, args=(run_id,), queue=config_queue(config or {}))
         return True
     except (OperationalError, OSError) as exc:
         log.warning("run %s: the broker is unreachable (%s); beat will send the run again", run_id, exc)
@@ -437,13 +505,18 @@ def run_claim(*, run_id: int, lease_owner: str, worker_name: str, task_id: str =
 
 
 @transaction.atomic
-def run_rewind(*, run_id: int, lease_owner: str, to_step: int) -> bool:
+def run_rewind(*, run_id: int, lease_owner: str, to_step: int, keep_warmup: bool = False) -> bool:
     """Forget what was recorded after `to_step`: training continues from there, and the
-    steps after it belong to a timeline that is being redone. Only the lease holder may."""
+    steps after it belong to a timeline that is being redone. Only the lease holder may.
+    `keep_warmup`: the warm-up is done (its model is on disk) and is not redone, so its own
+    metrics (`sft/*`, numbered by SFT step) stay."""
     run = Run.objects.select_for_update().filter(pk=run_id, lease_owner=lease_owner).first()
     if run is None:
         return False
-    MetricPoint.objects.filter(run=run, step__gt=to_step).delete()
+    forgotten = MetricPoint.objects.filter(run=run, step__gt=to_step)
+    if keep_warmup:
+        forgotten = forgotten.exclude(key__startswith=WARMUP_METRIC_PREFIX)
+    forgotten.delete()
     metric_tiers.tiers_forget_after(run_id=run.pk, step=to_step)
     Rollout.objects.filter(run=run, step__gt=to_step).delete()
     run.step = to_step
@@ -451,6 +524,40 @@ def run_rewind(*, run_id: int, lease_owner: str, to_step: int) -> bool:
     run.save(update_fields=["step", "checkpoint_step"])
     RunEvent.objects.create(run=run, kind="started", message=f"Training from step {to_step}.")
     _announce(run_id)  # a new attempt: the alerts of the last one are no longer active
+    return True
+
+
+def run_phase_set(*, run_id: int, lease_owner: str, phase: str, step: int, data: dict[str, Any] | None = None) -> bool:
+    """Enter a phase of training ("warmup", then "grpo") at `step` (the step counter is the
+    phase's own: SFT steps, then GRPO steps). Only the lease holder may. Announced as a fact."""
+    if phase not in Run.Phase.values:
+        raise ValueError(f"unknown phase {phase!r}")
+    with transaction.atomic():
+        changed = Run.objects.filter(pk=run_id, lease_owner=lease_owner, status=Run.Status.RUNNING).update(
+            phase=phase, step=step
+        )
+        if changed:
+            label = "SFT warm-up" if phase == Run.Phase.WARMUP else "GRPO"
+            RunEvent.objects.create(
+                run_id=run_id, kind="phase", message=f"{label} started.", data={"phase": phase, **(data or {})}
+            )
+    if changed:
+        _announce(run_id)
+    return bool(changed)
+
+
+def run_warmup_done(*, run_id: int, lease_owner: str, data: dict[str, Any]) -> bool:
+    """Record the warm-up's outcome (episodes kept, loss) as a run event. Only the lease holder may."""
+    with transaction.atomic():
+        if not Run.objects.filter(pk=run_id, lease_owner=lease_owner, status=Run.Status.RUNNING).exists():
+            return False
+        kept = int(data.get("episodes_kept", 0))
+        RunEvent.objects.create(
+            run_id=run_id, kind="warmup_done",
+            message=f"SFT warm-up done: {kept} episode(s) kept of {int(data.get('episodes_seen', 0))}.",
+            data=data,
+        )
+    _announce(run_id)
     return True
 
 

@@ -1,13 +1,18 @@
 from django.urls import path
 
-from webapp.runs import views
+from webapp.runs import compare_views, replay_views, views, worker_views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("runs/new/", views.run_new, name="run-new"),
+    path("runs/compare/", compare_views.run_compare, name="run-compare"),
     path("runs/demo/", views.run_demo, name="run-demo"),
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
     path("runs/<int:pk>/cancel/", views.run_cancel, name="run-cancel"),
     path("runs/<int:pk>/resume/", views.run_resume_view, name="run-resume"),
+    path(
+        "replay/runs/<int:pk>/<int:seq>/", replay_views.rollout_replay_view, name="rollout-replay"
+    ),
+    path("workers/", worker_views.worker_list, name="worker-list"),
     path("vendor/plotly.min.js", views.plotly_js, name="plotly-js"),
 ]

@@ -23,6 +23,7 @@ from webapp.accounts.run_layout import MAX_METRIC_CHARTS, MAX_SMOOTHING, run_lay
 from webapp.api.throttles import throttle_posts
 from webapp.catalog.models import Environment
 from webapp.catalog.selectors import environments_visible_to
+from webapp.evaluations.selectors import evaluations_visible_to
 from webapp.runs.charts import run_chart_page, run_charts
 from webapp.runs.checkpoints import run_checkpoints
 from webapp.runs.config import RunConfigError
@@ -56,6 +57,7 @@ from webapp.runs.services import (
     run_resume,
 )
 from webapp.runs.tools import run_tool_table
+from webapp.runs.workers import run_waiting_reason
 
 HOME_RUNS = 50
 # Rollouts rendered with the page; the live script adds every later one.
@@ -298,7 +300,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     # everything up to it; the live script skips events at or below it.
     last_seq = run.last_seq
     series = run_metric_series(run=run, keys=None, max_points=METRIC_POINTS)
-    charts = run_charts(series)
+    charts = run_charts(series, warmup=bool((run.config or {}).get("warmup")))
     layout = run_layout_for(user=request.user)
     chart_page = {
         **run_chart_page(
@@ -331,6 +333,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "rollouts": [rollout_view(r) for r in rollouts],
             "tool_table": run_tool_table(run=run),
             "checkpoints": run_checkpoints(run=run),
+            # Only the evaluations of this run the viewer may open themselves.
+            "checkpoint_evaluations": evaluations_visible_to(user=request.user).filter(source_run=run)[:5],
+            "waiting_reason": run_waiting_reason(run=run),
             "events": run.events.order_by("-created_at", "-id")[:200],
             "config_json": json.dumps(run.config, indent=2, sort_keys=True, ensure_ascii=False),
             "live": _live_config(run, last_seq, progress),

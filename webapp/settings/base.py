@@ -31,6 +31,9 @@ INSTALLED_APPS = [
     "webapp.accounts",
     "webapp.catalog",
     "webapp.runs",
+    "webapp.evaluations",
+    "webapp.rewards",
+    "webapp.jobs",
     "webapp.api",
 ]
 
@@ -159,6 +162,7 @@ SPECTACULAR_SETTINGS = {
         "EnvironmentKindEnum": "webapp.catalog.models.Environment.Kind",
         "EnvironmentStatusEnum": "webapp.catalog.models.Environment.Status",
         "RunStatusEnum": "webapp.runs.models.Run.Status",
+        "EvaluationStatusEnum": "webapp.evaluations.models.Evaluation.Status",
     },
 }
 REST_KNOX = {
@@ -205,6 +209,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_TASK_ROUTES = {
     "worker.tasks.train_run": {"queue": "train"},
+    # Loads models and plays whole episodes: a training worker's kind of work.
+    "worker.tasks.evaluate": {"queue": "train"},
     "worker.tasks.*": {"queue": "default"},
 }
 CELERY_TASK_DEFAULT_QUEUE = "default"
@@ -224,6 +230,8 @@ MODELS_DIR = Path(os.environ.get("ENVLAB_MODELS_DIR", VAR_DIR / "models"))
 ENVLAB_HEARTBEAT_SECONDS = float(os.environ.get("ENVLAB_HEARTBEAT_SECONDS", 2.0))
 ENVLAB_STALE_SECONDS = float(os.environ.get("ENVLAB_STALE_SECONDS", 20.0))
 ENVLAB_INTERRUPT_SECONDS = float(os.environ.get("ENVLAB_INTERRUPT_SECONDS", 45.0))
+# A worker whose heartbeat is older than this is not counted on to carry a GPU run at launch.
+ENVLAB_WORKER_SEEN_SECONDS = float(os.environ.get("ENVLAB_WORKER_SEEN_SECONDS", 300.0))
 ENVLAB_PROBE_TIMEOUT = float(os.environ.get("ENVLAB_PROBE_TIMEOUT", 5.0))
 # Where Open Reward catalog names (Org/Env) are resolved; the key comes from a named variable.
 ENVLAB_OPENREWARD_API_URL = os.environ.get("ENVLAB_OPENREWARD_API_URL", "https://api.openreward.ai")
