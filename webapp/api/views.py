@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.accounts.run_layout import RunLayoutRejected, run_layout_for, run_layout_save
+from webapp.api.params import MEDIA_TYPES, StreamedExportApi, int_param
 from webapp.api.serializers import (
     EnvironmentChangeIn,
     EnvironmentIn,
@@ -51,7 +52,7 @@ from webapp.runs.compare import (
 from webapp.runs.config import RunConfig
 from webapp.runs.demo import run_launch_demo
 from webapp.runs.export import FORMATS as EXPORT_FORMATS
-from webapp.runs.export import rollouts_jsonl, rollouts_parquet, streamed
+from webapp.runs.export import rollouts_jsonl, rollouts_parquet
 from webapp.runs.models import Run, WorkerHeartbeat
 from webapp.runs.selectors import (
     RUN_CHANGE_REFUSAL,
@@ -70,19 +71,6 @@ from webapp.runs.services import (
     run_resume,
 )
 from webapp.runs.tools import run_tool_table
-
-
-def _int_param(request: Request, name: str, default: int | None, lo: int, hi: int) -> int | None:
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValidationError({name: [f"'{raw}' is not an integer"]}) from None
-    if not lo <= value <= hi:
-        raise ValidationError({name: [f"must be between {lo} and {hi}"]})
-    return value
 
 
 def _visible_environment(request: Request, pk: int) -> Environment:
@@ -225,7 +213,7 @@ class RunMetricsApi(APIView):
     def get(self, request: Request, pk: int) -> Response:
         run = _visible_run(request, pk)
         keys = [k for k in request.query_params.getlist("key") if k]
-        max_points = _int_param(request, "max_points", 500, 1, 100_000)
+        max_points = int_param(request, "max_points", 500, 1, 100_000)
         return Response({"series": run_metric_series(run=run, keys=keys, max_points=max_points)})
 
 
@@ -267,9 +255,9 @@ class RunRolloutsApi(APIView):
     )
     def get(self, request: Request, pk: int) -> Response:
         run = _visible_run(request, pk)
-        step = _int_param(request, "step", None, 0, 10**9)
-        after_seq = _int_param(request, "after_seq", None, 0, 10**15)
-        limit = _int_param(request, "limit", 50, 1, 500)
+        step = int_param(request, "step", None, 0, 10**9)
+        after_seq = int_param(request, "after_seq", None, 0, 10**15)
+        limit = int_param(request, "limit", 50, 1, 500)
         rows = list(
             run_rollouts(run=run, step=step, env=request.query_params.get("env") or None, after_seq=after_seq)[
                 : limit + 1
@@ -303,29 +291,18 @@ class RunCompareApi(APIView):
         })
 
 
-class RunRolloutsExportApi(APIView):
-    """The body is streamed, not rendered; `format` is this view's own parameter, not DRF's
-    renderer switch (errors are JSON)."""
-
-    def perform_content_negotiation(self, request: Request, force: bool = False) -> tuple[Any, str]:
-        from rest_framework.renderers import JSONRenderer
-
-        return JSONRenderer(), JSONRenderer.media_type
-
+class RunRolloutsExportApi(StreamedExportApi):
     @extend_schema(
         parameters=[OpenApiParameter("format", str, enum=list(EXPORT_FORMATS))],
-        responses={(200, "application/x-ndjson"): bytes, (200, "application/vnd.apache.parquet"): bytes},
+        responses={(200, MEDIA_TYPES["jsonl"]): bytes, (200, MEDIA_TYPES["parquet"]): bytes},
     )
     def get(self, request: Request, pk: int) -> StreamingHttpResponse:
         run = _visible_run(request, pk)
-        fmt = request.query_params.get("format", "jsonl")
-        if fmt not in EXPORT_FORMATS:
-            raise ValidationError({"format": [f"use one of {', '.join(EXPORT_FORMATS)}"]})
-        chunks = rollouts_jsonl(run) if fmt == "jsonl" else rollouts_parquet(run)
-        kind = "application/x-ndjson" if fmt == "jsonl" else "application/vnd.apache.parquet"
-        response = StreamingHttpResponse(streamed(chunks), content_type=kind)
-        response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-rollouts.{fmt}"'
-        return response
+        return self.export(
+            request,
+            writers={"jsonl": lambda: rollouts_jsonl(run), "parquet": lambda: rollouts_parquet(run)},
+            filename=f"run-{run.pk}-rollouts",
+        )
 
 
 def _keyset_page(
@@ -352,8 +329,8 @@ class RunEventsApi(APIView):
     )
     def get(self, request: Request, pk: int) -> Response:
         run = _visible_run(request, pk)
-        after = _int_param(request, "after", None, 0, 10**15)
-        limit = _int_param(request, "limit", 100, 1, 500)
+        after = int_param(request, "after", None, 0, 10**15)
+        limit = int_param(request, "limit", 100, 1, 500)
         rows = list(run_events(run=run, after_id=after)[: limit + 1])
         page, next_url = _keyset_page(request, rows, limit, "after", lambda row: row.pk)
         return Response({"results": RunEventOut(page, many=True).data, "next": next_url})

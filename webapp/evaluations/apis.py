@@ -10,11 +10,12 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.api.params import MEDIA_TYPES, StreamedExportApi, int_param
 from webapp.api.throttles import WriteThrottled
 from webapp.evaluations.config import EvaluationRequest
 from webapp.evaluations.export import episodes_jsonl, episodes_parquet
@@ -35,7 +36,6 @@ from webapp.evaluations.services import (
     evaluation_request_cancel,
 )
 from webapp.runs.export import FORMATS as EXPORT_FORMATS
-from webapp.runs.export import streamed
 from webapp.runs.selectors import runs_visible_to
 
 MAX_PAGE_SIZE = 100
@@ -134,19 +134,6 @@ class CheckpointsIn(serializers.Serializer):
     seed = serializers.IntegerField(default=0, min_value=0, max_value=2**31 - 1)
 
 
-def _int_param(request: Request, name: str, default: int | None, lo: int, hi: int) -> int | None:
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValidationError({name: [f"'{raw}' is not an integer"]}) from None
-    if not lo <= value <= hi:
-        raise ValidationError({name: [f"must be between {lo} and {hi}"]})
-    return value
-
-
 def visible_evaluation(request: Any, pk: int) -> Evaluation:
     return get_object_or_404(evaluations_visible_to(user=request.user), pk=pk)
 
@@ -195,9 +182,9 @@ class EvaluationEpisodesApi(APIView):
     )
     def get(self, request: Request, pk: int) -> Response:
         evaluation = visible_evaluation(request, pk)
-        model_index = _int_param(request, "model", None, 0, 10_000)
-        page = _int_param(request, "page", 1, 1, 1_000_000) or 1
-        size = _int_param(request, "page_size", 20, 1, MAX_PAGE_SIZE) or 20
+        model_index = int_param(request, "model", None, 0, 10_000)
+        page = int_param(request, "page", 1, 1, 1_000_000) or 1
+        size = int_param(request, "page_size", 20, 1, MAX_PAGE_SIZE) or 20
         episodes = evaluation_episodes(evaluation=evaluation, model_index=model_index)
         count = episodes.count()
         chunk = episodes[(page - 1) * size : page * size]
@@ -239,28 +226,20 @@ class EvaluationCsvApi(APIView):
         return results_csv(visible_evaluation(request, pk))
 
 
-class EvaluationEpisodesExportApi(APIView):
-    """Every episode, streamed; `format` is this view's parameter, not DRF's renderer switch."""
-
-    def perform_content_negotiation(self, request: Request, force: bool = False) -> tuple[Any, str]:
-        from rest_framework.renderers import JSONRenderer
-
-        return JSONRenderer(), JSONRenderer.media_type
+class EvaluationEpisodesExportApi(StreamedExportApi):
+    """Every episode, streamed."""
 
     @extend_schema(
         parameters=[OpenApiParameter("format", str, enum=list(EXPORT_FORMATS))],
-        responses={(200, "application/x-ndjson"): bytes, (200, "application/vnd.apache.parquet"): bytes},
+        responses={(200, MEDIA_TYPES["jsonl"]): bytes, (200, MEDIA_TYPES["parquet"]): bytes},
     )
     def get(self, request: Request, pk: int) -> StreamingHttpResponse:
         evaluation = visible_evaluation(request, pk)
-        fmt = request.query_params.get("format", "jsonl")
-        if fmt not in EXPORT_FORMATS:
-            raise ValidationError({"format": [f"use one of {', '.join(EXPORT_FORMATS)}"]})
-        chunks = episodes_jsonl(evaluation) if fmt == "jsonl" else episodes_parquet(evaluation)
-        kind = "application/x-ndjson" if fmt == "jsonl" else "application/vnd.apache.parquet"
-        response = StreamingHttpResponse(streamed(chunks), content_type=kind)
-        response["Content-Disposition"] = f'attachment; filename="evaluation-{evaluation.pk}-episodes.{fmt}"'
-        return response
+        return self.export(
+            request,
+            writers={"jsonl": lambda: episodes_jsonl(evaluation), "parquet": lambda: episodes_parquet(evaluation)},
+            filename=f"evaluation-{evaluation.pk}-episodes",
+        )
 
 
 class RunEvaluateCheckpointsApi(APIView):
