@@ -9,22 +9,13 @@ import json
 import os
 
 import pytest
-import redis
 
 from webapp.runs.models import Run, RunEvent
 from webapp.runs.services import run_launch
 
-from .test_run_limits import config, echo_env, models_dir  # noqa: F401  (fixtures)
+from .test_run_limits import broker, config, echo_env, models_dir  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def broker(settings):
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    client.delete("train")
-    yield client
-    client.delete("train")
 
 
 def _checkpoint(settings, run: Run, step: int, *, size: int = 10, mtime: int = 1_700_000_000) -> None:

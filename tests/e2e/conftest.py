@@ -26,6 +26,17 @@ def demo_model() -> str:
     return "demo:echo"
 
 
+@pytest.fixture(scope="module")
+def wordle_url() -> Iterator[str]:
+    """The real wordle server (uvicorn), for a module's tests."""
+    from tests.envs.servers import run_env_server
+
+    with run_env_server(
+        "envs.wordle.server:app", {"ENABLE_WEB_INTERFACE": "false", "MAX_CONCURRENT_ENVS": "16"}
+    ) as url:
+        yield url
+
+
 @pytest.fixture(scope="session")
 def clean_redis() -> None:
     """Tests own their Redis database: drop queued tasks left by an earlier, aborted session."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.helpers import wait_for
-from tests.envs.servers import run_env_server
 from webapp.jobs.models import Job
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -16,14 +15,6 @@ GUIDE = [
     {"name": "win", "kind": "success_bonus",
      "params": {"speed_bonus": 0.5, "steps": "num_guesses", "max_steps": "max_guesses"}},
 ]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def wordle_url():
-    with run_env_server(
-        "envs.wordle.server:app", {"ENABLE_WEB_INTERFACE": "false", "MAX_CONCURRENT_ENVS": "16"}
-    ) as url:
-        yield url
 
 
 def _dry_run(api, recipe: int, env_id: int, policy: str) -> dict:

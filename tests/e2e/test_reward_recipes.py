@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.helpers import metric_steps, wait_status
-from tests.envs.servers import run_env_server
 from webapp.rewards.scoring import Episode, recipe_total
 from webapp.rewards.terms import RewardTerm
 from webapp.runs.models import Rollout, Run
@@ -32,14 +31,6 @@ TERMS = [
     },
 ]  # fmt: skip
 LEAVES = ["win", "greens", "invalid", "called_then_outcome", "called", "some_green", "green_share"]
-
-
-@pytest.fixture(scope="module")
-def wordle_url():
-    with run_env_server(
-        "envs.wordle.server:app", {"ENABLE_WEB_INTERFACE": "false", "MAX_CONCURRENT_ENVS": "16"}
-    ) as url:
-        yield url
 
 
 def test_a_recipe_run_logs_every_term_and_its_totals_follow_the_tree(api, wordle_url, worker):

@@ -38,8 +38,6 @@ MAX_PROMPT_CHARS_TOTAL = 20_000_000  # rows x prompt length, summed over environ
 MAX_ORS_TASKS = 10_000  # Open Reward Standard tasks one environment of a run may list
 MAX_STEPS = 10_000
 MAX_COMPLETION_LENGTH = {"cpu": 2048, "cuda": 16384}
-MAX_REWARD_PARAMS_BYTES = 4096  # a reward term's params, as compact JSON
-MAX_REWARD_PARAMS_DEPTH = 6
 # chat_template_kwargs reach the tokenizer's Jinja chat template as variables: only the
 # switches chat templates read (Qwen3/GLM/SmolLM3 `enable_thinking`, Granite/DeepSeek
 # `thinking`, gpt-oss `reasoning_effort`). Never `chat_template` itself, which would run a
@@ -429,18 +427,6 @@ class RunConfig(_Strict):
         if self.grpo is not None:
             return self.grpo.max_steps
         return self.warmup.max_steps if self.warmup is not None else 0
-
-
-def _nests_deeper_than(value: Any, limit: int) -> bool:
-    """Iterative, so a hostile nesting cannot exhaust the recursion limit."""
-    stack = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth + 1 > limit:
-                return True
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return False
 
 
 class _FieldError(ValueError):

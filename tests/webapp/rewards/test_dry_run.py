@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import redis
 
+from tests.api.test_run_limits import broker  # noqa: F401  (fixture)
 from tests.e2e.helpers import register_echo
 from webapp.jobs.models import Job
 from webapp.rewards.dry_run import dry_run_report, histogram
@@ -19,14 +19,6 @@ GUIDE = [
      "params": {"speed_bonus": 0.5, "steps": "num_guesses", "max_steps": "max_guesses"}},
     {"name": "greens", "kind": "partial_credit", "params": {"attribute": "best_greens", "scale": 0.1}},
 ]  # fmt: skip
-
-
-@pytest.fixture
-def broker(settings):
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    client.delete("train")
-    yield client
-    client.delete("train")
 
 
 @pytest.fixture
@@ -60,7 +52,7 @@ def test_histograms_have_equal_bins_and_one_bin_for_a_constant():
 
 
 def test_an_accepted_dry_run_is_a_queued_job_on_the_train_queue(
-    api, recipe, echo_url, broker, django_capture_on_commit_callbacks
+    api, recipe, echo_url, broker, django_capture_on_commit_callbacks  # noqa: F811
 ):
     env_id = register_echo(api, echo_url)
     with django_capture_on_commit_callbacks(execute=True):
