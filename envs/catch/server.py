@@ -148,18 +148,28 @@ class CatchEnvironment(Environment[CatchAction, CatchObservation, CatchState]):
         self,
         seed: int | None = None,
         episode_id: str | None = None,
+        rows: int | None = None,
+        columns: int | None = None,
         **kwargs: Any,
     ) -> CatchObservation:
-        """Start an episode; ``seed`` (optional) fixes the ball's column."""
+        """Start an episode; ``seed`` (optional) fixes the ball's column. ``rows`` and
+        ``columns`` (optional, default 10 and 5) size the grid: the difficulty knobs (an
+        episode has ``rows - 1`` moves, the ball starts up to ``columns // 2`` columns away)."""
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"seed must be an integer, got {seed!r}")
         if episode_id is not None and not isinstance(episode_id, str):
             raise ValueError("episode_id must be a string")
+        rows = _grid_size("rows", rows, ROWS, low=3, high=20)
+        columns = _grid_size("columns", columns, COLUMNS, low=2, high=9)
         if seed is None:
             seed = random.SystemRandom().randrange(2**31)
-        game = self._game = new_game(seed)
+        game = self._game = new_game(seed, rows, columns)
         self._state = CatchState(
-            episode_id=episode_id or str(uuid.uuid4()), step_count=0, seed=seed
+            episode_id=episode_id or str(uuid.uuid4()),
+            step_count=0,
+            seed=seed,
+            rows=rows,
+            columns=columns,
         )
         self._sync_state(game)
         return self._observation(game, reward=None)
@@ -202,8 +212,8 @@ class CatchEnvironment(Environment[CatchAction, CatchObservation, CatchState]):
 
     def _observation(self, game: CatchGame, reward: float | None) -> CatchObservation:
         state = self._state
-        board = render_board(game)
-        rows_left = MAX_STEPS - state.ball_row
+        board = render_board(game, state.rows, state.columns)
+        rows_left = state.rows - 1 - state.ball_row
         if state.outcome == "caught":
             status = "Caught the ball! Reward +1."
         elif state.outcome == "missed":
@@ -223,9 +233,17 @@ class CatchEnvironment(Environment[CatchAction, CatchObservation, CatchState]):
             metadata={
                 "episode_id": state.episode_id,
                 "step_count": state.step_count,
-                "max_steps": MAX_STEPS,
+                "max_steps": state.rows - 1,
             },
         )
+
+
+def _grid_size(name: str, value: object, default: int, *, low: int, high: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer from {low} to {high}, got {value!r}")
+    return value
 
 
 app = create_app(

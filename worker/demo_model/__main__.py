@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
         description="Build the offline demo model (tiny Qwen3 that calls an echo tool).",
     )
     parser.add_argument("output_dir", type=Path, help="folder to write (replaced if it exists)")
-    parser.add_argument("--variant", choices=("test", "demo"), default="demo")
+    parser.add_argument("--variant", choices=("test", "demo", "catch-base"), default="demo")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
@@ -35,7 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "tool calls: "
         + ", ".join(
-            f"{label} {rate['tool_call_rate']:.0%} (correct {rate['correct_phrase_rate']:.0%})"
+            f"{label} {rate['tool_call_rate']:.0%}"
+            + (
+                f" (correct {rate['correct_phrase_rate']:.0%})"
+                if "correct_phrase_rate" in rate
+                else f" (moves {rate.get('moves')})"
+            )
             for label, rate in rates.items()
         ),
         flush=True,

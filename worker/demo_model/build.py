@@ -20,7 +20,14 @@ import torch
 
 from .paths import MANIFEST_NAME
 from .tokenizer import TEMPLATE_RESOURCE, chat_template_sha256, train_tokenizer
-from .training import RECIPES, encode_examples, loosen_copying, new_model, supervised_warmup
+from .training import (
+    RECIPES,
+    CatchRecipe,
+    encode_examples,
+    loosen_copying,
+    new_model,
+    supervised_warmup,
+)
 
 MANIFEST_FORMAT = 1
 MAX_THREADS = 2
@@ -87,6 +94,10 @@ def _build_into(
 
     recipe = RECIPES[variant]
     torch.manual_seed(seed)
+    if isinstance(recipe, CatchRecipe):
+        from .catch import build_catch_into
+
+        return build_catch_into(staging, recipe=recipe, seed=seed, report=report)
     report("training the tokenizer")
     tokenizer = train_tokenizer(vocab_size=recipe.vocab_size, seed=seed)
     model = new_model(recipe, tokenizer)

@@ -48,6 +48,69 @@ def echo_call_message(parsed: dict[str, Any]) -> str | None:
 
 
 @torch.no_grad()
+def generate_prompt_completions(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    conversations: list[list[dict[str, Any]]],
+    *,
+    tools: list[Any],
+    temperature: float | None,
+    seed: int,
+    max_new_tokens: int = 48,
+) -> tuple[list[list[int]], list[list[int]]]:
+    """(prompt ids, completion ids) per conversation, rendered with `tools` and the
+    generation prompt; `temperature=None` means greedy."""
+    prompt_ids = [
+        list(
+            tokenizer.apply_chat_template(
+                messages, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=True
+            )["input_ids"]
+        )
+        for messages in conversations
+    ]
+    return prompt_ids, _generate(
+        model, tokenizer, prompt_ids, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens
+    )
+
+
+def _generate(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompt_ids: list[list[int]],
+    *,
+    temperature: float | None,
+    seed: int,
+    max_new_tokens: int,
+) -> list[list[int]]:
+    width = max(len(ids) for ids in prompt_ids)
+    pad = tokenizer.pad_token_id
+    # Left padding, so every prompt ends where generation starts.
+    input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in prompt_ids])
+    attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompt_ids])
+    torch.manual_seed(seed)
+    sampling: dict[str, Any] = (
+        {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+        if temperature is not None
+        else {"do_sample": False}
+    )
+    output = model.generate(
+        input_ids=input_ids,
+        attention_mask=attention,
+        max_new_tokens=max_new_tokens,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=pad,
+        **sampling,
+    )
+    completions = []
+    for row in output[:, width:].tolist():
+        # Keep the stop token, as TRL's completion ids do, and drop the padding after it.
+        if tokenizer.eos_token_id in row:
+            row = row[: row.index(tokenizer.eos_token_id) + 1]
+        completions.append(row)
+    return completions
+
+
+@torch.no_grad()
 def generate_completions(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from importlib import resources
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -89,12 +89,12 @@ def _wrap(tokenizer: Tokenizer) -> PreTrainedTokenizerFast:
 
 
 def train_tokenizer(
-    *, vocab_size: int, seed: int, conversations: int = 400
+    *, vocab_size: int, seed: int, conversations: int = 400, extra_texts: Sequence[str] = ()
 ) -> PreTrainedTokenizerFast:
     """Train byte-level BPE on rendered echo conversations (so the constant tool prompt
-    compresses well) and the word list."""
+    compresses well), the word list and `extra_texts` (another model's conversations)."""
     rng = random.Random(seed)
-    corpus = list(_training_corpus(rng, conversations))
+    corpus = list(_training_corpus(rng, conversations)) + list(extra_texts)
     tokenizer = _bare_tokenizer()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

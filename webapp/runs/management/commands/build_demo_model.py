@@ -13,7 +13,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("name", nargs="?", default="echo")
-        parser.add_argument("--variant", choices=["demo", "test"], default="demo")
+        parser.add_argument("--variant", choices=["demo", "test", "catch-base"], default="demo")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument(
             "--if-missing", action="store_true",
