@@ -103,10 +103,34 @@ def render(results: dict[str, dict]) -> str:
             + ".",
             "",
         ]
+    table = learning_table()
+    if table:
+        lines += [
+            f"## Training that teaches: base / SFT / SFT + GRPO ({table['date']})",
+            "",
+            f"Catches out of {table['episodes']}; {table['environment']}. {table['how']}. "
+            f"SFT: {table['sft']}. GRPO: {table['grpo']}.",
+            "",
+            "| " + " | ".join(table["columns"]) + " |",
+            "|" + "---|" * len(table["columns"]),
+            *["| " + " | ".join(str(cell) for cell in row) + " |" for row in table["rows"]],
+            "",
+            table["verdict"],
+            "",
+        ]
     notes = sorted({r["conditions"] for r in results.values() if r.get("conditions")})
     if notes:
         lines += ["## Conditions of the last run", "", *[f"- {n}" for n in notes], ""]
     return "\n".join(lines)
+
+
+def learning_table() -> dict | None:
+    """The guide's table measured by hand (a recipe of many minutes, not a benchmark run by
+    `make bench`): bench/results/learning_table.json, shown as recorded."""
+    import json
+
+    path = ROOT / "bench" / "results" / "learning_table.json"
+    return json.loads(path.read_text()) if path.exists() else None
 
 
 def main(argv: list[str]) -> int:
