@@ -9,7 +9,7 @@ import pytest
 from tests.e2e.helpers import wait_for
 from webapp.jobs.models import Job
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 GUIDE = [
     {"name": "win", "kind": "success_bonus",

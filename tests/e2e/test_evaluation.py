@@ -11,7 +11,7 @@ import pytest
 from tests.e2e.helpers import register_echo, wait_for
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def _finished(api, evaluation_id: int, worker) -> dict:

@@ -9,7 +9,7 @@ import pytest
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.runs.models import Run
 
-pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 EVIL = '<img src=x onerror="window.__xss=1">'
 

@@ -27,7 +27,7 @@ from webapp.runs.services import run_claim
 from worker.episodes import Episode, play_episode
 from worker.telemetry import TelemetrySink
 
-pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 EVIL_MODEL = '<script>window.__xss=1</script><img src=x onerror="window.__xss=2">'
 EVIL_TOOL = '<img src=x onerror="window.__xss=3"><script>window.__xss=4</script>'

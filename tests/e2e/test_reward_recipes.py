@@ -12,7 +12,7 @@ from webapp.rewards.scoring import Episode, recipe_total
 from webapp.rewards.terms import RewardTerm
 from webapp.runs.models import Rollout, Run
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 TERMS = [
     {"name": "win", "kind": "success_bonus", "params": {"speed_bonus": 0.5, "steps": "num_guesses", "max_steps": 6}},

@@ -12,7 +12,7 @@ from tests.e2e.helpers import register_echo, run_config, wait_for, wait_status
 from tests.support.processes import Service, start_worker
 from webapp.runs.models import Run, WorkerHeartbeat
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
