@@ -133,31 +133,9 @@ def generate_completions(
         )
         for p in prompts
     ]
-    width = max(len(ids) for ids in prompt_ids)
-    pad = tokenizer.pad_token_id
-    # Left padding, so every prompt ends where generation starts.
-    input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in prompt_ids])
-    attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompt_ids])
-    torch.manual_seed(seed)
-    sampling: dict[str, Any] = (
-        {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
-        if temperature is not None
-        else {"do_sample": False}
+    completions = _generate(
+        model, tokenizer, prompt_ids, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens
     )
-    output = model.generate(
-        input_ids=input_ids,
-        attention_mask=attention,
-        max_new_tokens=max_new_tokens,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=pad,
-        **sampling,
-    )
-    completions = []
-    for row in output[:, width:].tolist():
-        # Keep the stop token, as TRL's completion ids do, and drop the padding after it.
-        if tokenizer.eos_token_id in row:
-            row = row[: row.index(tokenizer.eos_token_id) + 1]
-        completions.append(row)
     return prompt_ids, completions
 
 
