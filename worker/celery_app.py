@@ -79,6 +79,7 @@ def training_queues() -> list[str]:
 
 # Set in the parent at start-up (worker_init), inherited by every pool child it forks.
 WORKER_NAME = ""
+WORKER_QUEUES: list[str] = []
 # The run the child is training, read by its heartbeat thread.
 CURRENT_RUN: dict[str, int | None] = {"id": None}
 
@@ -91,7 +92,7 @@ def _beat_forever(name: str) -> None:
 
     from webapp.runs.models import WorkerHeartbeat
 
-    caps = capabilities()
+    caps = {**capabilities(), "consumes": WORKER_QUEUES}
     while True:
         try:
             if caps.get("gpus") and not caps.get("fake"):
@@ -108,8 +109,12 @@ def _beat_forever(name: str) -> None:
 
 
 def _remember_name(sender: object = None, **kwargs: object) -> None:
-    global WORKER_NAME
+    global WORKER_NAME, WORKER_QUEUES
     WORKER_NAME = str(getattr(sender, "hostname", "") or "")
+    try:  # what -Q selected: the heartbeat says which queues this worker really reads
+        WORKER_QUEUES = sorted(app.amqp.queues.consume_from)
+    except Exception:
+        WORKER_QUEUES = []
 
 
 def _start_heartbeat_in_child(**kwargs: object) -> None:

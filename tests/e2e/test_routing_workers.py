@@ -38,8 +38,9 @@ def test_a_vllm_run_goes_to_the_gpu_worker_and_never_to_the_cpu_worker(api, echo
     assert (gpu["cuda_devices"], gpu["vllm"], gpu["fake"]) == (1, True, True)
     assert (cpu["cuda_devices"], cpu["vllm"], "fake" in cpu) == (0, False, False)
     listed = {item["name"].split("@")[0]: item["queues"] for item in api.get("/api/workers/").json()}
-    assert listed["gpuworker"] == ["train", "train-cuda-1", "train-vllm-1"]
-    assert listed["worker"] == ["train"]
+    # What each reads (its -Q), as its heartbeat says.
+    assert listed["gpuworker"] == ["train-cuda-1", "train-vllm-1"]
+    assert listed["worker"] == ["default", "train"]
 
     env_id = register_echo(api, echo_url)
     config = {**run_config(env_id, max_steps=1), "device": "cuda", "generation": {"backend": "vllm"}}

@@ -97,7 +97,7 @@ def _sent(broker, queue: str) -> list[str]:
 REFUSAL = (
     "no worker with 1 CUDA device and vLLM has been seen in the last 5 minutes; start "
     '`scripts/run_worker.py` on a machine with 1 CUDA device and vLLM with the gpu extra '
-    '(`pip install -e ".[gpu]"`), or set "wait_for_worker": true to queue the run until one comes'
+    '(`pip install -c constraints-gpu.txt -e ".[gpu]"`), or set "wait_for_worker": true to queue the run until one comes'
 )
 
 
@@ -157,10 +157,13 @@ def test_cpu_runs_are_never_refused_for_want_of_a_worker(api, echo_env, models_d
 def test_the_workers_api_lists_capabilities_and_queues(api, owner):
     _heartbeat("gpu@box", {"cuda_devices": 2, "vllm": True, "fake": True})
     _heartbeat("cpu@old", {"cuda_devices": 0}, age_seconds=400)
+    _heartbeat("default@vm", {"cuda_devices": 0, "consumes": ["default"]})
     listed = {item["name"]: (item["queues"], item["seen"]) for item in api.get("/api/workers/").json()}
     assert listed == {
+        # No `consumes` in the heartbeat: the queues its capabilities could carry.
         "gpu@box": (["train", "train-cuda-1", "train-cuda-2", "train-vllm-1", "train-vllm-2"], True),
         "cpu@old": (["train"], False),
+        "default@vm": (["default"], True),  # what it says it reads
     }
 
 

@@ -82,5 +82,5 @@ def start_hint(needs: Needs) -> str:
     """How to start a worker that can carry `needs` (shown with a refusal)."""
     if not needs.gpus:
         return "start one with `make run`"
-    extra = ' with the gpu extra (`pip install -e ".[gpu]"`)' if needs.vllm else ""
+    extra = ' with the gpu extra (`pip install -c constraints-gpu.txt -e ".[gpu]"`)' if needs.vllm else ""
     return f"start `scripts/run_worker.py` on a machine with {needs.describe()}{extra}"

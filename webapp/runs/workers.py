@@ -84,6 +84,11 @@ def queued_runs(*, runs: QuerySet[Run]) -> list[QueuedRun]:
     return [QueuedRun(run, *places[run.pk]) for run in shown]
 
 
+def _consumed(capabilities: dict[str, Any]) -> list[str]:
+    consumes = capabilities.get("consumes")
+    return [str(q)[:64] for q in consumes[:32]] if isinstance(consumes, list) else []
+
+
 def worker_facts(worker: WorkerHeartbeat, *, now: datetime | None = None) -> dict[str, Any]:
     """What the workers page shows of one worker, from its heartbeat."""
     capabilities = worker.capabilities if isinstance(worker.capabilities, dict) else {}
@@ -94,7 +99,8 @@ def worker_facts(worker: WorkerHeartbeat, *, now: datetime | None = None) -> dic
         "host": worker.name.split("@", 1)[-1],
         "age_seconds": max(0.0, (now - worker.heartbeat_at).total_seconds()),
         "seen": worker.heartbeat_at >= _seen_since(),
-        "queues": queues_for(capabilities),
+        # What it reads (its -Q), where it says so; else what its capabilities would carry.
+        "queues": _consumed(capabilities) or queues_for(capabilities),
         "cuda_devices": capabilities.get("cuda_devices", 0),
         "gpus": [gpu for gpu in gpus if isinstance(gpu, dict)],
         "vllm": capabilities.get("vllm_version") or ("yes" if capabilities.get("vllm") is True else "no"),
