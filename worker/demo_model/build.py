@@ -26,6 +26,7 @@ from .training import (
     encode_examples,
     loosen_copying,
     new_model,
+    save_and_reload,
     supervised_warmup,
 )
 
@@ -86,7 +87,6 @@ _VERSIONED = ("torch", "transformers", "trl", "tokenizers")
 def _build_into(
     staging: Path, *, variant: str, seed: int, report: Callable[[str], None]
 ) -> dict[str, Any]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from .conversations import TRAINING_WORDINGS, UNSEEN_WORDINGS
     from .evaluation import measure_tool_calls
@@ -125,14 +125,9 @@ def _build_into(
         loosened = loosen_copying(
             model, imperfect, recipe, pad_id=tokenizer.pad_token_id, seed=seed, progress=report
         )
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-
     # Measure what was saved, as a trainer will load it.
+    saved_model, saved_tokenizer = save_and_reload(model, tokenizer, staging)
     report(f"measuring tool calls on {recipe.eval_samples} fresh requests")
-    saved_tokenizer = AutoTokenizer.from_pretrained(staging, local_files_only=True)
-    saved_model = AutoModelForCausalLM.from_pretrained(staging, local_files_only=True)
-    saved_model.eval()
     rates = {
         label: measure_tool_calls(
             saved_model,

@@ -198,10 +198,8 @@ def build_catch_into(staging: Any, *, recipe: Any, seed: int, report: Any) -> di
     and measure the first move of fresh episodes as a trainer will load the model."""
     import dataclasses
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from .tokenizer import train_tokenizer
-    from .training import new_model, supervised_warmup
+    from .training import new_model, save_and_reload, supervised_warmup
 
     schemas = catch_tool_schemas()
     report(f"playing {recipe.train_examples} random-policy catch episodes")
@@ -229,12 +227,8 @@ def build_catch_into(staging: Any, *, recipe: Any, seed: int, report: Any) -> di
     sft = supervised_warmup(
         model, examples, recipe, pad_id=tokenizer.pad_token_id, seed=seed, progress=report
     )
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
+    saved_model, saved_tokenizer = save_and_reload(model, tokenizer, staging)
     report(f"measuring the first move of {recipe.eval_samples} fresh episodes")
-    saved_tokenizer = AutoTokenizer.from_pretrained(staging, local_files_only=True)
-    saved_model = AutoModelForCausalLM.from_pretrained(staging, local_files_only=True)
-    saved_model.eval()
     rates = {
         label: measure_catch_calls(
             saved_model,

@@ -7,6 +7,8 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import (
@@ -140,6 +142,19 @@ RECIPES["catch-base"] = CatchRecipe(
     rows=4,
     columns=3,
 )
+
+
+def save_and_reload(model: Any, tokenizer: Any, folder: Path) -> tuple[Any, Any]:
+    """Save the model and tokenizer to `folder` and load them back, as a trainer will: what is
+    measured after a build is what was saved."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    saved_tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    saved_model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
+    saved_model.eval()
+    return saved_model, saved_tokenizer
 
 
 def new_model(recipe: Recipe, tokenizer: PreTrainedTokenizerFast) -> Qwen3ForCausalLM:
