@@ -29,12 +29,32 @@ log = logging.getLogger(__name__)
 RewardFunc = Callable[..., list[float | None]]
 
 
+# The episode each environment instance was last scored on, with the completion ids it was
+# scored for: every reward function of a batch gets the same `completion_ids` lists, so the
+# attributes are read once per rollout, not once per term; the trainer stores the same
+# episode with the rollout (worker/runner.py), so a re-score sees what training saw. Holding
+# the ids list keeps its identity from being reused by a later batch's list.
+_SCORED: dict[int, tuple[Any, Any, Episode | None]] = {}
+
+
 def _episode(env: Any, completion_ids: Any, completion: Any) -> Episode | None:
+    cached = _SCORED.get(id(env))
+    if cached is not None and completion_ids is not None and cached[0] is env and cached[1] is completion_ids:
+        return cached[2]
     try:
-        return episode_from_adapter(env, completion_ids=completion_ids, completion=completion)
+        episode: Episode | None = episode_from_adapter(env, completion_ids=completion_ids, completion=completion)
     except Exception as exc:  # an odd adapter leaves the rollout unscored, never stops the run
         log.warning("reading episode attributes failed: %s", exc)
-        return None
+        episode = None
+    if completion_ids is not None:
+        _SCORED[id(env)] = (env, completion_ids, episode)
+    return episode
+
+
+def scored_episode(env: Any) -> Episode | None:
+    """The episode `env` was last scored on by a compiled reward function, or None."""
+    cached = _SCORED.get(id(env))
+    return cached[2] if cached is not None and cached[0] is env else None
 
 
 def compile_term(term: RewardTerm) -> RewardFunc:
@@ -73,6 +93,7 @@ def compile_rewards(terms: list[RewardTerm] | RecipeRef) -> tuple[list[RewardFun
         if terms.terms is None:
             raise ValueError(f"reward recipe {terms.recipe} was not resolved when the run launched")
         terms = terms.terms
+    _SCORED.clear()  # a new run: the previous one's environments may go
     funcs: list[RewardFunc] = []
     weights: list[float] = []
     for term in terms:

@@ -44,7 +44,7 @@ from worker.datasets import episode_rows  # noqa: E402
 from worker.grpo_args import grpo_config_kwargs  # noqa: E402
 from worker.health import HealthMonitor  # noqa: E402
 from worker.perf import PerfMeter, completion_tokens  # noqa: E402
-from worker.rewards import compile_rewards  # noqa: E402
+from worker.rewards import compile_rewards, scored_episode  # noqa: E402
 from worker.telemetry import TelemetrySink  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -103,10 +103,14 @@ class CapturingGRPOTrainer(GRPOTrainer):
             env = environments[i] if i < len(environments) else None
             per_term = {name: _finite(values[i]) for name, values in rewards.items()}
             scored = [(w, v) for w, v in zip(weights, per_term.values(), strict=False) if v is not None]
+            prompt = _jsonable(prompts[i])
+            seed = _episode_seed(env)
             rows.append({
                 "step": step,
                 "env": getattr(env, "env_name", ""),
-                "prompt": _jsonable(prompts[i]),
+                "seed": seed,
+                "episode": _episode_facts(env),
+                "prompt": prompt,
                 "messages": _jsonable(completions[i]),
                 "rewards": per_term,
                 "reward": sum(w * v for w, v in scored) if scored else None,
@@ -115,6 +119,25 @@ class CapturingGRPOTrainer(GRPOTrainer):
                 "lost_reason": str(getattr(env, "lost_reason", "") or "")[:500],
             })
         return rows
+
+
+def _episode_seed(env: Any) -> int | None:
+    seed = getattr(env, "_episode_seed", None) if env is not None else None  # envs/adapters/base.py
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+
+def _episode_facts(env: Any) -> dict[str, Any]:
+    """What the reward terms scored this episode on (worker/rewards.py), so a stored run can
+    be re-scored with another recipe: attributes, components and the completion's size."""
+    episode = scored_episode(env) if env is not None else None
+    if episode is None:
+        return {}
+    return {
+        "attributes": dict(episode.attributes),
+        "components": {name: dict(values) for name, values in episode.components.items()},
+        "completion_tokens": episode.completion_tokens,
+        "completion_chars": episode.completion_chars,
+    }
 
 
 def _finite(value: Any) -> float | None:

@@ -69,6 +69,14 @@ def _count_episode_call(owner: Any, name: str | None, *, failed: bool) -> None:
     entry[1] += int(failed)
 
 
+def _note_episode_seed(owner: Any, seed: Any) -> None:
+    """The seed of the row `reset` was given (`_episode_seed`): stored with the rollout, so the
+    arena can replay the same episode."""
+    state = getattr(owner, "__dict__", None)
+    if state is not None:
+        state["_episode_seed"] = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+
 def _clipping(func: Callable[..., Any]) -> Callable[..., Any]:
     # Every tool call passes here: counted per tool (envs/adapters/toolstats.py), reset is not a tool.
     counted = safe_tool_name(func.__name__) if func.__name__ != "reset" else None
@@ -79,6 +87,7 @@ def _clipping(func: Callable[..., Any]) -> Callable[..., Any]:
         owner = args[0] if args else None
         if counted is None:
             _count_episode_call(owner, None, failed=False)
+            _note_episode_seed(owner, kwargs.get("seed"))
         try:
             result = func(*args, **kwargs)
         except Exception as exc:

@@ -10,7 +10,7 @@ import pytest
 from websockets.sync.client import connect
 
 from tests.e2e.helpers import metric_steps, register_echo, run_config, wait_for, wait_status
-from webapp.runs.models import Rollout, Run, RunEvent
+from webapp.runs.models import Rollout, Run, RunEvent, prompt_key
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -68,6 +68,17 @@ def test_register_launch_train_and_stream(api, owner, client, echo_url, worker, 
     results = [m for r in rollouts for m in r.messages if m.get("role") == "tool"]
     assert calls and results
     assert calls[0]["tool_calls"][0]["function"]["name"] == "echo"
+    # Each rollout keeps its row's seed, the prompt it came from (one group of 4 per step
+    # shares it) and what its reward terms scored, for the arena and for re-scoring.
+    assert all(isinstance(r.seed, int) for r in rollouts)
+    for step in range(1, 6):
+        group = [r for r in rollouts if r.step == step]
+        assert len({r.prompt_key for r in group}) == 1 and len({r.seed for r in group}) == 1
+        assert all(r.prompt_key == prompt_key("echo", r.prompt, r.seed) for r in group)
+    for r in rollouts:
+        attributes = r.episode["attributes"]
+        assert attributes["reward"] == pytest.approx(r.rewards["env_reward"], abs=1e-6)  # TRL keeps float32
+        assert attributes["tool_calls"] >= 0 and r.episode["completion_tokens"] > 0
 
     series = api.get(
         f"/api/runs/{run_id}/metrics/?key=reward&key=tools/call_frequency&max_points=3"

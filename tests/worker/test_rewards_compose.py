@@ -315,3 +315,31 @@ def test_attributes_are_listed_for_every_bundled_environment_and_read_through_a_
     assert (attributes["calls_guess"], attributes["failures_guess"]) == (2.0, 0.0)
     assert "meta_episode_id" not in attributes and "meta_note" not in attributes
     assert not {"capacity", "batch_size", "done", "base_url"} & set(attributes)
+
+
+def test_a_batch_reads_each_episode_once_and_a_new_batch_reads_it_again(monkeypatch):
+    """Every reward function of one batch gets the same completion_ids lists: the episode's
+    attributes are read once per rollout, and the trainer stores that same episode."""
+    import webapp.rewards.scoring as scoring
+    from worker.rewards import scored_episode
+
+    reads = []
+    real = scoring.episode_from_adapter
+
+    def counting(adapter, **kw):
+        reads.append(adapter)
+        return real(adapter, **kw)
+
+    monkeypatch.setattr("worker.rewards.episode_from_adapter", counting)
+    funcs, _ = compile_rewards([term(name="a", kind="env_reward"), term(name="b", kind="tool_called")])
+    envs = [FakeAdapter(reward=1.0, tool_calls=1), FakeAdapter(reward=0.0, tool_calls=0)]
+    ids = [[1, 2, 3], [4]]
+    for f in funcs:
+        f(environments=envs, completion_ids=ids, completions=["x", "y"])
+    assert len(reads) == 2
+    assert scored_episode(envs[0]).attributes["reward"] == 1.0
+    assert scored_episode(envs[0]).completion_tokens == 3
+    envs[0].reward = 0.5  # the next episode on the same adapter, a new batch: read again
+    assert funcs[0](environments=envs, completion_ids=[[1], [2]]) == [0.5, 0.0]
+    assert len(reads) == 4
+    assert scored_episode(FakeAdapter()) is None

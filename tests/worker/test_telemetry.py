@@ -166,3 +166,30 @@ def test_an_event_the_database_refuses_is_dropped_alone(claimed_run):
     claimed_run.refresh_from_db()
     assert claimed_run.checkpoint_step == 1
     assert (sink.stats["db_errors"] >= 1, sink.stats["dropped_events"]) == (True, 1)
+
+
+def test_a_rollout_keeps_its_seed_prompt_key_and_scored_episode_with_bad_values_dropped(claimed_run):
+    from webapp.runs.models import prompt_key
+
+    prompt = [{"role": "user", "content": "Play."}]
+    sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.2)
+    sink.rollouts([
+        {
+            "step": 1, "env": "catch", "seed": 17, "prompt": prompt, "messages": [], "rewards": {"r": 1.0},
+            "episode": {
+                "attributes": {"won": 1.0, "bad": float("nan"), "text": "x", "big": float("inf")},
+                "components": {"calls": {"sum": 2.0, "odd": "y"}, "junk": 3},
+                "completion_tokens": 12, "completion_chars": -1,
+            },
+        },
+        {"step": 1, "env": "catch", "seed": 2**70, "prompt": prompt, "messages": [], "episode": "not a dict"},
+    ])
+    assert sink.close(timeout=10) is True
+    first, second = Rollout.objects.filter(run=claimed_run).order_by("seq")
+    assert first.seed == 17 and first.prompt_key == prompt_key("catch", prompt, 17)
+    assert first.episode == {
+        "attributes": {"won": 1.0}, "components": {"calls": {"sum": 2.0}},
+        "completion_tokens": 12, "completion_chars": None,
+    }
+    # A seed no database column holds is dropped, not stored wrong; the episode is empty.
+    assert second.seed is None and second.episode == {} and second.prompt_key == prompt_key("catch", prompt, None)

@@ -207,7 +207,8 @@ class RolloutOut(serializers.ModelSerializer):
     class Meta:
         model = Rollout
         fields = [
-            "seq", "step", "env", "prompt", "messages", "rewards", "reward", "advantage", "unscored", "created_at",
+            "seq", "step", "env", "seed", "prompt_key", "prompt", "messages", "rewards", "reward", "advantage",
+            "unscored", "created_at",
         ]
 
 

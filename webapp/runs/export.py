@@ -1,7 +1,8 @@
 """A run's rollouts as JSONL or Parquet, one row per episode, streamed: rows are read in keyset
 pages and written as they come, so a 100k-rollout run never sits in memory whole.
 
-Columns: run, seq, step, env, seed (None: training rows do not record theirs), prompt and
+Columns: run, seq, step, env, seed (the row's; None for rollouts stored before seeds were
+kept), prompt_key (the same for one training prompt at every step), prompt and
 messages (chat messages; a message's `tool_calls` and non-text `content` as JSON text in
 Parquet, so every row has one schema), rewards (per term, null where a term did not apply),
 reward, advantage, unscored, and tool_calls: the spans of the transcript where the model
@@ -19,7 +20,7 @@ from webapp.runs.models import Rollout, Run
 
 PAGE_ROWS = 500
 FORMATS = ("jsonl", "parquet")
-FIELDS = ("seq", "step", "env", "prompt", "messages", "rewards", "reward", "advantage", "unscored")
+FIELDS = ("seq", "step", "env", "seed", "prompt_key", "prompt", "messages", "rewards", "reward", "advantage", "unscored")
 
 
 def _rollout_pages(run: Run) -> Iterator[list[dict[str, Any]]]:
@@ -89,7 +90,8 @@ def export_row(run: Run, row: dict[str, Any], terms: list[str]) -> dict[str, Any
         "seq": row["seq"],
         "step": row["step"],
         "env": row["env"],
-        "seed": None,
+        "seed": row["seed"],
+        "prompt_key": row["prompt_key"],
         "prompt": row["prompt"],
         "messages": row["messages"],
         "rewards": {name: _float(rewards.get(name)) for name in terms},
@@ -139,12 +141,12 @@ def _schema(terms: list[str]) -> Any:
                       ("result", pa.string())])
     fields = [
         ("run", pa.int64()), ("seq", pa.int64()), ("step", pa.int64()), ("env", pa.string()),
-        ("seed", pa.int64()), ("prompt", pa.list_(message)), ("messages", pa.list_(message)),
+        ("seed", pa.int64()), ("prompt_key", pa.string()), ("prompt", pa.list_(message)), ("messages", pa.list_(message)),
         ("reward", pa.float64()), ("advantage", pa.float64()), ("unscored", pa.bool_()),
         ("tool_calls", pa.list_(span)),
     ]
     if terms:  # Parquet has no empty struct: a config without terms has no rewards column
-        fields.insert(7, ("rewards", pa.struct([(name, pa.float64()) for name in terms])))
+        fields.insert(8, ("rewards", pa.struct([(name, pa.float64()) for name in terms])))
     return pa.schema(fields)
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
@@ -119,6 +123,13 @@ class MetricTierMark(models.Model):
         constraints = [models.UniqueConstraint(fields=["run", "key"], name="metric_tier_mark_unique_key")]
 
 
+def prompt_key(env: str, prompt: Any, seed: int | None) -> str:
+    """One training prompt's identity across steps: its environment, its messages and its
+    row seed (rows with the same text but another seed are other episodes)."""
+    payload = json.dumps([env, prompt, seed], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 class Rollout(models.Model):
     """One completed episode: the full multi-turn transcript and its scores."""
 
@@ -126,6 +137,10 @@ class Rollout(models.Model):
     seq = models.PositiveBigIntegerField()
     step = models.PositiveIntegerField()
     env = models.CharField(max_length=64, blank=True, default="")
+    # The row's seed (the same seed replays the same episode) and the training prompt it
+    # came from (prompt_key(): env, prompt and seed), to follow one prompt across steps.
+    seed = models.BigIntegerField(null=True, blank=True)
+    prompt_key = models.CharField(max_length=32, blank=True, default="")
     prompt = models.JSONField(default=list)
     messages = models.JSONField(default=list)
     # {term name: value or None (term not applicable, or the rollout is unscored)}
@@ -134,12 +149,18 @@ class Rollout(models.Model):
     advantage = models.FloatField(null=True)
     # The environment lost the episode mid-way (its server restarted): every term is None.
     unscored = models.BooleanField(default=False)
+    # What the reward terms scored: {"attributes": {name: float}, "components": {...},
+    # "completion_tokens": int, "completion_chars": int}; {} for rollouts stored before it.
+    episode = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="rollout_unique_run_seq")]
-        indexes = [models.Index(fields=["run", "step"])]
+        indexes = [
+            models.Index(fields=["run", "step"]),
+            models.Index(fields=["run", "prompt_key", "step"], name="rollout_run_prompt_step"),
+        ]
 
 
 class RunEvent(models.Model):

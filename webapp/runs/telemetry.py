@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
-from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
+from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent, prompt_key
 from webapp.runs.selectors import run_last_event_id
 
 
@@ -128,10 +128,40 @@ def storable(value: Any) -> Any:
 
 
 def _rollout(run_id: int, seq: int, item: dict[str, Any]) -> Rollout:
+    env = storable(str(item.get("env", ""))[:64])
+    prompt = storable(item.get("prompt", []))
+    seed = item.get("seed")
+    seed = seed if isinstance(seed, int) and not isinstance(seed, bool) and abs(seed) < 2**63 else None
     return Rollout(
-        run_id=run_id, seq=seq, step=int(item["step"]), env=storable(str(item.get("env", ""))[:64]),
-        prompt=storable(item.get("prompt", [])), messages=storable(item.get("messages", [])),
+        run_id=run_id, seq=seq, step=int(item["step"]), env=env,
+        seed=seed, prompt_key=prompt_key(env, prompt, seed),
+        prompt=prompt, messages=storable(item.get("messages", [])),
         rewards={storable(str(k)): _number(v) for k, v in item.get("rewards", {}).items()},
         reward=_number(item.get("reward")), advantage=_number(item.get("advantage")),
         unscored=bool(item.get("lost", False)),
+        episode=_episode_facts(item.get("episode")),
     )
+
+
+def _episode_facts(value: Any) -> dict[str, Any]:
+    """The scored episode's attributes, components and sizes as the worker sent them, with
+    every number finite and every name a string (webapp/rewards/rescore reads them back)."""
+    if not isinstance(value, dict):
+        return {}
+    attributes = value.get("attributes")
+    components = value.get("components")
+    out: dict[str, Any] = {
+        "attributes": {
+            storable(str(k)): n for k, v in (attributes.items() if isinstance(attributes, dict) else [])
+            if (n := _number(v)) is not None
+        },
+        "components": {
+            storable(str(name)): {storable(str(k)): n for k, v in table.items() if (n := _number(v)) is not None}
+            for name, table in (components.items() if isinstance(components, dict) else [])
+            if isinstance(table, dict)
+        },
+    }
+    for size in ("completion_tokens", "completion_chars"):
+        number = value.get(size)
+        out[size] = number if isinstance(number, int) and not isinstance(number, bool) and number >= 0 else None
+    return out
