@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import traceback
 from typing import Any
 
 from django.conf import settings
@@ -21,20 +20,19 @@ from envs.adapters import bind_adapter
 from envs.solvers import policy_for
 from webapp.catalog.models import Environment
 from webapp.jobs.models import Job
-from webapp.jobs.services import job_finish, job_heartbeat
+from webapp.jobs.services import job_heartbeat
 from webapp.rewards.dry_run import dry_run_report
 from webapp.rewards.scoring import episode_from_adapter, recipe_total
 from webapp.rewards.terms import RewardTerm, walk_terms
 from webapp.runs.config import RunEnvironment
 from worker.datasets import prompt_rows
 from worker.episodes import adapter_tools, play_episode, tool_schemas
+from worker.jobs import LeaseLost
 
 log = logging.getLogger(__name__)
 ENV_NAME = "env"
 
 
-class LeaseLost(Exception):
-    pass
 
 
 class _Beat(threading.Thread):
@@ -123,25 +121,3 @@ def dry_run(job: Job, lease_owner: str) -> dict[str, Any]:
         if callable(close):
             close()
     return dry_run_report(groups=groups, term_names=names, policy=str(params["policy"].get("label", "this policy")))
-
-
-def run_job(*, job_id: int, lease_owner: str) -> str:
-    import os
-
-    import torch
-
-    torch.set_num_threads(int(os.environ.get("ENVLAB_TORCH_THREADS", "1")))
-    job = Job.objects.select_related("owner").get(pk=job_id)
-    try:
-        if job.kind != "dry_run":
-            raise ValueError(f"unknown job kind '{job.kind}'")
-        result = dry_run(job, lease_owner)
-    except LeaseLost:
-        return "lease_lost"
-    except Exception as exc:
-        log.exception("job %s failed", job_id)
-        job_finish(job_id=job_id, lease_owner=lease_owner,
-                   error="".join(traceback.format_exception_only(type(exc), exc)).strip()[:4000])
-        return "failed"
-    job_finish(job_id=job_id, lease_owner=lease_owner, result=result)
-    return "succeeded"

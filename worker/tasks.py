@@ -93,7 +93,7 @@ def evaluate(self: Any, evaluation_id: int) -> str:
     bind=True, name="worker.tasks.run_job", acks_late=True, reject_on_worker_lost=True, ignore_result=True
 )
 def run_job(self: Any, job_id: int) -> str:
-    """Claim a background job (a reward dry run) and do it; the runs' lease pattern."""
+    """Claim a background job (worker/jobs.py: a reward dry run, ...) and do it; the runs' lease pattern."""
     _setup_django()
     from django.conf import settings
 
@@ -108,7 +108,7 @@ def run_job(self: Any, job_id: int) -> str:
             break
         time.sleep(settings.ENVLAB_HEARTBEAT_SECONDS)
 
-    from worker.dry_run import run_job as work  # torch loads here, in the child
+    from worker.jobs import run_job as work  # torch loads here, in the child
 
     return work(job_id=job_id, lease_owner=lease_owner)
 
