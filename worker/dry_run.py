@@ -18,6 +18,7 @@ from django.conf import settings
 
 from envs.adapters import bind_adapter
 from envs.solvers import policy_for
+from webapp.catalog.credentials import ors_credentials
 from webapp.catalog.models import Environment
 from webapp.jobs.models import Job
 from webapp.jobs.services import job_heartbeat
@@ -92,7 +93,8 @@ def dry_run(job: Job, lease_owner: str) -> dict[str, Any]:
     terms = [RewardTerm.model_validate(term) for term in params["terms"]]
     names = [term.name for _, term, _ in walk_terms(terms)]
     environment = Environment.objects.get(pk=params["environment"])
-    adapter_class = bind_adapter(environment=environment, env_name=ENV_NAME, batch_size=1, user=job.owner)
+    adapter_class = bind_adapter(environment=environment, env_name=ENV_NAME, batch_size=1,
+                                 credentials=ors_credentials(environment, job.owner))
     item = RunEnvironment(environment=environment.pk, name=ENV_NAME, prompt=params["prompt"], rows=params["groups"])
     rows = prompt_rows(item, random.Random(int(params["seed"])))
     adapter = adapter_class()

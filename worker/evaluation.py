@@ -24,6 +24,7 @@ from django.conf import settings
 from envs.adapters import bind_adapter
 from envs.adapters.attributes import episode_attributes
 from envs.solvers import RANDOM, policy_for
+from webapp.catalog.credentials import ors_credentials
 from webapp.catalog.models import Environment
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.evaluations.services import (
@@ -174,7 +175,8 @@ def _episode_record(
 def _play(evaluation: Evaluation, lease_owner: str, beat: _Heartbeat) -> None:
     environment = Environment.objects.get(pk=evaluation.environment_id)
     adapter_class = bind_adapter(
-        environment=environment, env_name=ENV_NAME, batch_size=1, user=evaluation.owner
+        environment=environment, env_name=ENV_NAME, batch_size=1,
+        credentials=ors_credentials(environment, evaluation.owner),
     )
     rows = evaluation_rows(evaluation)
     for model_index, entry in enumerate(evaluation.model_specs):

@@ -27,9 +27,10 @@ from envs.adapters import (
     toolstats,  # noqa: E402
 )
 from envs.adapters.router import router_class  # noqa: E402
+from envs.netguard import check_outbound_url  # noqa: E402
 from webapp.accounts.secrets import user_secret_value  # noqa: E402
+from webapp.catalog.credentials import ors_credentials  # noqa: E402
 from webapp.catalog.models import Environment  # noqa: E402
-from webapp.catalog.netguard import check_outbound_url  # noqa: E402
 from webapp.runs.checkpoints import model_resolve, warmup_model_dir  # noqa: E402
 from webapp.runs.config import RunConfig  # noqa: E402
 from webapp.runs.models import Run  # noqa: E402
@@ -257,7 +258,8 @@ def environment_factory(config: RunConfig, owner: Any = None) -> tuple[type[Any]
     for item in config.environments:
         environment = Environment.objects.get(pk=item.environment)
         members[item.name] = bind_adapter(
-            environment=environment, env_name=item.name, batch_size=batch, user=owner
+            environment=environment, env_name=item.name, batch_size=batch,
+            credentials=ors_credentials(environment, owner),
         )
         if environment.kind == Environment.Kind.ORS:
             task_rows[item.name] = _ors_task_rows(environment, owner)
@@ -267,7 +269,6 @@ def environment_factory(config: RunConfig, owner: Any = None) -> tuple[type[Any]
 
 
 def _ors_task_rows(environment: Environment, owner: Any) -> Any:
-    from envs.adapters import ors_credentials
     from envs.adapters.ors import ors_rows
 
     metadata = environment.metadata or {}

@@ -119,8 +119,8 @@ def sft_example(
 
 
 def _solver_key(environment: Any) -> str | None:
+    from envs.registry import recorded_adapter
     from envs.solvers import solver_class
-    from webapp.catalog.adapters import recorded_adapter
 
     spec = recorded_adapter(environment.metadata)
     return spec.key if spec is not None and solver_class(spec.key) is not None else None
@@ -137,6 +137,7 @@ def solver_examples(
     fewer), each played by its environment's solver against the live server; those with a
     reward of at least `min_reward` as SFT rows. Returns (rows, episodes played)."""
     from envs.adapters import bind_adapter
+    from webapp.catalog.credentials import ors_credentials
     from webapp.catalog.models import Environment
     from worker.datasets import episode_rows
     from worker.episodes import adapter_policy, play_episode
@@ -151,7 +152,8 @@ def solver_examples(
         if key is None:
             raise ValueError(f"environment '{environment.name}' has no solver to warm up with")
         adapters[item.name] = bind_adapter(
-            environment=environment, env_name=item.name, batch_size=1, user=owner
+            environment=environment, env_name=item.name, batch_size=1,
+            credentials=ors_credentials(environment, owner),
         )()
         policies[item.name] = adapter_policy(adapters[item.name], key=key)
     rows = episode_rows(config)

@@ -2,7 +2,7 @@
 
 `bind_adapter` picks the adapter of one registered environment: a bundled one where
 registration found the bundled server itself (its stored `metadata["adapter"]`; see
-webapp.catalog.adapters, the one registry), never by name; Open Reward Standard environments
+envs.registry, the one registry), never by name; Open Reward Standard environments
 through the ORS adapter, and any other OpenEnv server through an adapter generated from
 what it describes (classic `/schema` or MCP tools). The class it returns takes no
 constructor arguments and knows its server, its name within the run and, for error
@@ -15,7 +15,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from webapp.catalog.adapters import (
+from envs.registry import (
     MARKER_PATH,
     AdapterSpec,
     adapter_for,
@@ -29,33 +29,11 @@ def _load(dotted: str) -> type[Any]:
     return getattr(importlib.import_module(module_name), class_name)  # type: ignore[no-any-return]
 
 
-def ors_credentials(environment: Any, user: Any = None) -> dict[str, str | None]:
-    """The Open Reward key arguments for an ORS environment: `api_key` (the user's own stored
-    key) and/or `api_key_env` (a variable the operator allowed).
-
-    Keys go only to the configured Open Reward host, for environments registered from its
-    catalog: any other server (a `base_url` a user typed) gets no key, whatever its row says.
-    """
-    from django.conf import settings
-
-    metadata: Mapping[str, Any] = environment.metadata or {}
-    catalog_host = str(settings.ENVLAB_OPENREWARD_API_URL).rstrip("/")
-    if not metadata.get("ors_catalog") or str(environment.base_url).rstrip("/") != catalog_host:
-        return {"api_key": None, "api_key_env": None}
-    from webapp.accounts.secrets import user_secret_value
-
-    variable = metadata.get("api_key_env") or None
-    if variable not in settings.ENVLAB_API_KEY_ENV_ALLOWED:
-        variable = None
-    own = user_secret_value(user=user, name="openreward_api_key")
-    return {"api_key": own, "api_key_env": None if own else variable}
-
-
-def base_adapter(environment: Any, *, user: Any = None) -> type[Any]:
+def base_adapter(environment: Any, *, credentials: Mapping[str, str | None] | None = None) -> type[Any]:
     """The unbound adapter class for a catalog `Environment` row (or anything shaped like it).
 
-    `user`: whose stored keys an Open Reward catalog environment may use (the run's owner,
-    the console's user).
+    `credentials`: the Open Reward key arguments (`api_key`, `api_key_env`) an ORS environment
+    may use, as webapp.catalog.credentials.ors_credentials decides them for a user; none by default.
     """
     metadata: Mapping[str, Any] = environment.metadata or {}
     if environment.kind == "ors":
@@ -65,7 +43,8 @@ def base_adapter(environment: Any, *, user: Any = None) -> type[Any]:
             base_url=environment.base_url,
             env_name=str(metadata.get("ors_env") or metadata.get("name") or environment.name),
             split=str(metadata.get("split") or "train"),
-            **ors_credentials(environment, user),
+            api_key=(credentials or {}).get("api_key"),
+            api_key_env=(credentials or {}).get("api_key_env"),
         )
     if environment.kind != "openenv":
         raise ValueError(f"environments of kind '{environment.kind}' cannot be trained on with GRPO here")
@@ -113,10 +92,14 @@ def _bundled_on_server(base_url: str) -> tuple[AdapterSpec | None, dict[str, Any
 
 
 def bind_adapter(
-    *, environment: Any, env_name: str, batch_size: int | None = None, user: Any = None
+    *,
+    environment: Any,
+    env_name: str,
+    batch_size: int | None = None,
+    credentials: Mapping[str, str | None] | None = None,
 ) -> type[Any]:
     """A no-argument-constructible subclass of the environment's adapter, bound to its server."""
-    base = base_adapter(environment, user=user)
+    base = base_adapter(environment, credentials=credentials)
     return type(
         base.__name__,
         (base,),

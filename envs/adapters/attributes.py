@@ -6,7 +6,7 @@ finite float (booleans as 0/1); an attribute the adapter does not know is absent
 than 0, so a term over it can return None instead of a wrong score.
 
 `ATTRIBUTES` lists what each bundled environment exposes (keyed like
-webapp.catalog.adapters.BUNDLED), for the composer to offer. Nothing here imports Django,
+envs.registry.BUNDLED), for the composer to offer. Nothing here imports Django,
 openenv or torch: the web process, the worker and scripts import it alike.
 """
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, ClassVar, Literal
 
+from envs import netguard
 from envs.adapters import toolstats
 from envs.adapters.base import LOST_MESSAGE, EpisodeLost, OpenEnvAdapter
 from envs.adapters.tool_metrics import ERROR_CLASSES, EXECUTION_ERROR, UNKNOWN_TOOL
@@ -56,7 +57,6 @@ from envs.adapters.typed_tools import (
     typed_parameters,
     unique,
 )
-from webapp.catalog import netguard
 
 log = logging.getLogger(__name__)
 

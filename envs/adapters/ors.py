@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
 
+from envs import netguard
 from envs.adapters import toolstats
 from envs.adapters.base import ClipsToolText, EpisodeLost, clip_tool_text
 from envs.adapters.tool_metrics import (
@@ -39,7 +40,6 @@ from envs.adapters.tool_metrics import (
     TRANSPORT_ERROR,
 )
 from envs.adapters.typed_tools import docstring, make_tool, one_line, typed_parameters
-from webapp.catalog import netguard
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ def _sdk_loop() -> _SdkLoop:
 
 def _guarded_connector() -> Any:
     """An aiohttp connector that checks every address it connects to against the lab's
-    outbound rules (webapp.catalog.netguard), IP literals included.
+    outbound rules (envs.netguard), IP literals included.
 
     The SDK follows redirects (aiohttp's default) and has no option to stop it; checking at
     the connector catches every hop, the first one and any redirect's, before a byte is sent.

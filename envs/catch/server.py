@@ -259,7 +259,7 @@ app = create_app(
 @app.get("/envlab", include_in_schema=False)
 def envlab_marker() -> dict[str, str]:
     """envlab's marker: this is its bundled catch server, so the bundled adapter applies
-    (webapp.catalog.adapters.bundled_match also checks the ``/schema`` action)."""
+    (envs.registry.bundled_match also checks the ``/schema`` action)."""
     return {"envlab_bundled": ENV_NAME, "version": ENV_VERSION}
 
 

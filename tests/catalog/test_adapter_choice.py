@@ -17,10 +17,10 @@ import pytest
 
 from envs.adapters import base_adapter, bind_adapter
 from envs.adapters.echo import EchoAdapter
+from envs.registry import ADAPTERS, bundled_match, recorded_adapter
 from tests.envs.servers import run_env_server
 from tests.envs.thirdparty_echo import NAME as THIRD_PARTY_NAME
 from tests.envs.thirdparty_echo import TOOLS as THIRD_PARTY_TOOLS
-from webapp.catalog.adapters import ADAPTERS, bundled_match, recorded_adapter
 from webapp.catalog.models import Environment
 
 ECHO_SCHEMA = {

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from envs import netguard
 from tests.catalog.outbound_servers import closed_port_url, http_server, raw_server
-from webapp.catalog import netguard
 from webapp.catalog.models import Environment
 from webapp.catalog.probe import ProbeError, probe_capacity, probe_environment
 

@@ -12,6 +12,7 @@ import pytest
 from tests.envs.servers import run_env_server
 from webapp.accounts.models import UserSecret
 from webapp.accounts.secrets import user_secret_set, user_secret_value
+from webapp.catalog.credentials import ors_credentials
 from webapp.catalog.models import Environment
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -84,7 +85,7 @@ def test_a_stored_row_naming_a_variable_for_a_typed_url_sends_no_key(owner, reco
         owner=owner, name="legacy", kind="ors", base_url=url,
         metadata={"ors_env": "echo", "api_key_env": "OPENREWARD_API_KEY", "ors_catalog": "Org/Env"},
     )
-    adapter = bind_adapter(environment=environment, env_name="legacy", user=owner)
+    adapter = bind_adapter(environment=environment, env_name="legacy", credentials=ors_credentials(environment, owner))
     assert adapter.tool_names == ("echo",)
     seen = _keys_seen(record)
     assert seen == {"-"}  # requests arrived, none with a key
@@ -100,11 +101,11 @@ def test_the_catalog_host_gets_the_owners_own_key_and_nobody_elses(owner, outsid
         owner=owner, name="catalog", kind="ors", base_url=url,
         metadata={"ors_env": "echo", "ors_catalog": "Org/Env"},
     )
-    bind_adapter(environment=environment, env_name="catalog", user=owner)
+    bind_adapter(environment=environment, env_name="catalog", credentials=ors_credentials(environment, owner))
     # The SDK's calls carry the key; a plain listing of environments carries none ("-").
     assert _keys_seen(record) == {"own-key-of-owner-1234", "-"}
     record.write_text("")
-    bind_adapter(environment=environment, env_name="catalog", user=outsider)
+    bind_adapter(environment=environment, env_name="catalog", credentials=ors_credentials(environment, outsider))
     assert _keys_seen(record) == {"-"}  # the outsider has no key: none is sent, not the owner's
 
 

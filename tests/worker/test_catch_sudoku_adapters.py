@@ -12,9 +12,9 @@ from transformers.utils import get_json_schema
 from envs.adapters import adapter_class
 from envs.adapters.catch import CatchAdapter
 from envs.adapters.sudoku import SudokuAdapter
+from envs.registry import adapter_for
 from envs.sudoku.server import generate_puzzle
 from tests.envs.servers import run_env_server
-from webapp.catalog.adapters import adapter_for
 
 SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
 GRID_STATUS = "o = ball, P = your paddle, . = empty. The ball falls one row per move."

@@ -11,9 +11,9 @@ from envs.adapters import adapter_class
 from envs.adapters.base import clip_tool_text
 from envs.adapters.generic import classic_adapter_class, fetch_schema
 from envs.adapters.ors import _served_environments
+from envs.netguard import PRIVATE_RULE
 from tests.catalog.outbound_servers import http_server, raw_server
 from tests.envs.servers import run_env_server
-from webapp.catalog.netguard import PRIVATE_RULE
 
 SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
 

@@ -285,7 +285,7 @@ def test_attributes_are_listed_for_every_bundled_environment_and_read_through_a_
     from envs.adapters.attributes import ATTRIBUTES, episode_attributes
     from envs.adapters.router import router_class
     from envs.adapters.wordle import WordleAdapter
-    from webapp.catalog.adapters import BUNDLED
+    from envs.registry import BUNDLED
 
     assert set(ATTRIBUTES) == set(BUNDLED)
     assert all(dict(pairs) for pairs in ATTRIBUTES.values())

@@ -34,7 +34,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from webapp.catalog.adapters import BUNDLED, HOST, BundledSpec, uvicorn_command
+from envs.registry import BUNDLED, HOST, BundledSpec, uvicorn_command
 from webapp.catalog.models import BundledServer, Environment
 from webapp.catalog.probe import ProbeError, ors_environments
 from webapp.catalog.services import environment_probe, environment_register
@@ -53,7 +53,7 @@ class BundledError(Exception):
     """A bundled-server request was refused; the message says what to change."""
 
 
-# The table of bundled servers (and their adapters) is webapp.catalog.adapters', the one
+# The table of bundled servers (and their adapters) is envs.registry', the one
 # registry; this module runs their processes.
 _uvicorn = uvicorn_command
 

@@ -327,9 +327,11 @@ class ConsoleSession:
         """Build the adapter class (may import openenv and read the server's schema)."""
         if self.adapter_class is None:
             from envs.adapters import bind_adapter
+            from webapp.catalog.credentials import ors_credentials
 
             adapter_class = bind_adapter(
-                environment=self.environment, env_name=self.environment.name, user=self.user
+                environment=self.environment, env_name=self.environment.name,
+                credentials=ors_credentials(self.environment, self.user),
             )
             self.tools = console_tools(adapter_class=adapter_class)
             self.adapter_class = adapter_class

@@ -15,8 +15,8 @@ from urllib.parse import quote, urlsplit
 
 from django.conf import settings
 
-from webapp.catalog import netguard
-from webapp.catalog.adapters import MARKER_PATH, AdapterSpec, bundled_match  # the one registry
+from envs import netguard
+from envs.registry import MARKER_PATH, AdapterSpec, bundled_match  # the one registry
 from webapp.catalog.probe_http import (
     ProbeError,
     ProbeSession,

@@ -21,7 +21,7 @@ from typing import Any
 
 from django.conf import settings
 
-from webapp.catalog import netguard
+from envs import netguard
 
 _CHUNK = 64 * 1024
 

@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
-from webapp.catalog.adapters import recorded_adapter
+from envs.registry import recorded_adapter
 from webapp.catalog.models import Environment
 from webapp.runs.models import Rollout, Run
 from webapp.runs.selectors import runs_visible_to

@@ -18,8 +18,8 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from envs.netguard import OutboundRefused, check_outbound_url
 from webapp.catalog.models import Environment
-from webapp.catalog.netguard import OutboundRefused, check_outbound_url
 from webapp.catalog.probe import ProbeError, probe_environment
 from webapp.catalog.selectors import environments_visible_to
 from webapp.rewards.terms import RecipeRef
@@ -212,8 +212,8 @@ def run_config_check(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, 
 def _warmup_errors(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, list[str]]:
     """The warm-up's source must exist: a solver for every environment (only bundled ones have
     one; a random policy is not a warm-up), or a visible run with rollouts good enough to keep."""
+    from envs.registry import recorded_adapter
     from envs.solvers import solver_class
-    from webapp.catalog.adapters import recorded_adapter
     from webapp.runs.selectors import runs_visible_to
 
     warmup = config.warmup
