@@ -15,8 +15,15 @@ from django import forms
 from django.utils.text import slugify
 
 from webapp.catalog.models import Environment
+from webapp.rewards.models import RewardRecipe
 from webapp.rewards.terms import KINDS
-from webapp.runs.config import ALERT_KINDS, AlertSettings, GRPOSettings, RunEnvironment
+from webapp.runs.config import (
+    ALERT_KINDS,
+    AlertSettings,
+    GRPOSettings,
+    RunEnvironment,
+    WarmupSettings,
+)
 
 GRPO_FIELDS = (
     "num_generations",
@@ -48,6 +55,16 @@ ALERT_FIELDS = {
     "alert_stop_on": "stop_on",
 }
 ALERT_SETTINGS = {setting: field for field, setting in ALERT_FIELDS.items()}
+# Form input -> `warmup` setting of the run config (worker/warmup.py), when the warm-up is on.
+WARMUP_FIELDS = {
+    "warmup_source": "source",
+    "warmup_run": "run",
+    "warmup_min_reward": "min_reward",
+    "warmup_episodes": "episodes",
+    "warmup_epochs": "epochs",
+    "warmup_learning_rate": "learning_rate",
+}
+WARMUP_SETTINGS = {setting: field for field, setting in WARMUP_FIELDS.items()}
 # The form has no input for a term's params or children: it offers the leaf kinds whose params
 # all have defaults. The others are composed in JSON mode or a saved recipe (the API).
 REWARD_KINDS = [
@@ -102,6 +119,28 @@ def _alert_field(name: str) -> forms.Field:
     return forms.IntegerField(required=False, initial=default, label=label, help_text=help_text)
 
 
+def _warmup_field(name: str) -> forms.Field:
+    info = WarmupSettings.model_fields[name]
+    default = info.get_default(call_default_factory=True)
+    help_text = info.description or ""
+    label = "Warm-up " + name.replace("_", " ")
+    if name == "source":
+        return forms.ChoiceField(
+            required=False, initial="solver", label="Warm-up episodes from",
+            choices=[("solver", "the environment's solver"), ("run", "a run's kept rollouts")], help_text=help_text,
+        )
+    if name == "run":
+        return forms.IntegerField(required=False, min_value=1, label="Warm-up run id", help_text=help_text)
+    if isinstance(default, float):
+        return forms.FloatField(required=False, initial=default, label=label, help_text=help_text)
+    return forms.IntegerField(required=False, initial=default, label=label, help_text=help_text)
+
+
+class RecipeChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: RewardRecipe) -> str:
+        return f"{obj.name} (v{obj.latest_version})"
+
+
 class EnvironmentChoiceField(forms.ModelChoiceField):
     def label_from_instance(self, obj: Environment) -> str:
         return f"{obj.name} ({obj.status})"
@@ -144,6 +183,25 @@ class RunForm(forms.Form):
     alert_reward_flat_steps = _alert_field("reward_flat_steps")
     alert_entropy_min = _alert_field("entropy_min")
     alert_stop_on = _alert_field("stop_on")
+    warmup_enabled = forms.BooleanField(
+        required=False, label="SFT warm-up first",
+        help_text="Train on good episodes with TRL's SFTTrainer before GRPO; GRPO starts from the result (checkpoint 0).",
+    )
+    warmup_source = _warmup_field("source")
+    warmup_run = _warmup_field("run")
+    warmup_min_reward = _warmup_field("min_reward")
+    warmup_episodes = _warmup_field("episodes")
+    warmup_epochs = _warmup_field("epochs")
+    warmup_learning_rate = _warmup_field("learning_rate")
+    warmup_only = forms.BooleanField(
+        required=False, label="Warm-up only (no GRPO)",
+        help_text="Stop after the warm-up: its model is usable as run:<id>@0 in a later run.",
+    )
+    reward_recipe = RecipeChoiceField(
+        queryset=RewardRecipe.objects.none(), required=False, empty_label="— the terms below —",
+        label="Reward recipe",
+        help_text="A saved recipe replaces the terms below; its latest version is pinned when the run launches.",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -169,9 +227,24 @@ class RunForm(forms.Form):
         }
         alerts["enabled"] = bool(alerts.get("enabled"))
         alerts["stop_on"] = list(alerts.get("stop_on") or [])
-        return {
+        config: dict[str, Any] = {
             "name": data["name"], "model": model_spec(data["model"]), "environments": [item], "grpo": grpo, "alerts": alerts,
         }
+        if data.get("warmup_enabled"):
+            config["warmup"] = {
+                "kind": "sft",
+                **{setting: data[field] for field, setting in WARMUP_FIELDS.items() if data.get(field) not in (None, "")},
+            }
+            if config["warmup"].get("source", "solver") == "solver":
+                config["warmup"].pop("run", None)  # only a run source takes one; a stray id is not an error
+        if data.get("warmup_only"):
+            config["grpo"] = None  # the schema refuses it without a warm-up, next to that input
+        return config
+
+    def rewards_part(self, terms: list[dict[str, Any]]) -> list[dict[str, Any]] | dict[str, Any]:
+        """The run config's `rewards`: the chosen saved recipe, else the terms of the table."""
+        recipe = self.cleaned_data.get("reward_recipe")
+        return {"recipe": recipe.pk} if recipe is not None else terms
 
 
 class RewardTermForm(forms.Form):
@@ -231,6 +304,14 @@ def errors_to_form(
             target = (form, parts[1])
         elif parts[0] == "alerts" and len(parts) >= 2 and parts[1] in ALERT_SETTINGS:
             target = (form, ALERT_SETTINGS[parts[1]])
+        elif parts[0] == "warmup" and len(parts) >= 2 and parts[1] in WARMUP_SETTINGS:
+            target = (form, WARMUP_SETTINGS[parts[1]])
+        elif parts[0] == "warmup":
+            target = (form, "warmup_enabled")
+        elif parts[0] == "grpo" and len(parts) == 1:
+            target = (form, "warmup_only")
+        elif parts[0] == "rewards" and len(parts) == 1 and form.cleaned_data.get("reward_recipe") is not None:
+            target = (form, "reward_recipe")
         elif parts[0] == "environments" and len(parts) == 3 and parts[2] in ENVIRONMENT_FIELDS:
             target = (form, ENVIRONMENT_FIELDS[parts[2]])
         elif parts[0] == "environments" and len(parts) == 1:

@@ -24,6 +24,7 @@ from webapp.api.throttles import throttle_posts
 from webapp.catalog.models import Environment
 from webapp.catalog.selectors import environments_visible_to
 from webapp.evaluations.selectors import evaluations_visible_to
+from webapp.rewards.selectors import recipes_visible_to
 from webapp.runs.charts import run_chart_page, run_charts
 from webapp.runs.checkpoints import run_checkpoints
 from webapp.runs.config import RunConfigError
@@ -32,6 +33,7 @@ from webapp.runs.forms import (
     ALERT_FIELDS,
     GRPO_FIELDS,
     REWARD_INITIAL,
+    WARMUP_FIELDS,
     RewardFormSet,
     RunForm,
     RunJsonForm,
@@ -68,6 +70,8 @@ FORM_GROUPS = (
     ("Environment", ("environment", "prompt", "rows")),
     ("GRPO", GRPO_FIELDS),
     ("Run health", tuple(ALERT_FIELDS)),
+    ("SFT warm-up", ("warmup_enabled", *WARMUP_FIELDS, "warmup_only")),
+    ("Reward recipe", ("reward_recipe",)),
 )
 
 
@@ -136,6 +140,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
     form = RunForm(posted if mode == "form" else None, initial={"model": initial_model} if initial_model else None)
     # Only environments the user may see are offered (run_launch refuses the others too).
     form.fields["environment"].queryset = environments_visible_to(user=request.user)
+    form.fields["reward_recipe"].queryset = recipes_visible_to(user=request.user)
     rewards = RewardFormSet(
         posted if mode == "form" else None, initial=REWARD_INITIAL, prefix="rewards"
     )
@@ -152,7 +157,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
             data = json_form.cleaned_data["config_json"]
         elif mode == "form" and form.is_valid() and rewards.is_valid():
             terms = [term for term in (f.term() for f in rewards.forms) if term is not None]
-            data = {**form.config_part(), "rewards": terms}
+            data = {**form.config_part(), "rewards": form.rewards_part(terms)}
         if data is not None:
             try:
                 run = run_launch(owner=request.user, data=data)
