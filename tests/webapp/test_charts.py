@@ -152,3 +152,25 @@ def test_a_pattern_does_not_match_part_of_a_key() -> None:
 
     assert charts["reward"] == ["reward"]
     assert charts["loss"] == ["loss"]
+
+
+def test_a_gpu_run_gets_throughput_and_gpu_memory_charts_after_the_others() -> None:
+    series = {"perf/generated_tokens_per_s": [[1, 120.5], [2, 130.0]], "perf/gpu_memory_gib": [[1, 3.25]]}
+    cpu = run_charts(series)
+    gpu = run_charts(series, gpu=True)
+    assert [c["id"] for c in gpu] == [c["id"] for c in cpu] + ["throughput", "gpu-memory"]
+    throughput, memory = gpu[-2:]
+    assert throughput["figure"]["data"] == [trace("perf/generated_tokens_per_s", [1, 2], [120.5, 130.0])]
+    assert throughput["figure"]["layout"]["yaxis"]["title"]["text"] == "generated tokens/s"
+    assert memory["figure"]["data"] == [trace("perf/gpu_memory_gib", [1], [3.25])]
+
+
+def test_the_async_trainers_metric_names_are_stored_under_grpos() -> None:
+    from webapp.runs.metric_keys import canonical_metric_key
+
+    assert canonical_metric_key("rewards/outcome") == "rewards/outcome/mean"  # async 1.16
+    assert canonical_metric_key("rewards/outcome/mean") == "rewards/outcome/mean"  # GRPO, async 1.18
+    assert canonical_metric_key("rewards/outcome/std") == "rewards/outcome/std"
+    assert canonical_metric_key("rollout/generated_tok_s") == "perf/generated_tokens_per_s"
+    for same in ("tools/echo/call_total", "sample/staleness_mean", "rollout/turns_mean", "reward", "rewards/"):
+        assert canonical_metric_key(same) == same

@@ -193,3 +193,20 @@ def test_a_rollout_keeps_its_seed_prompt_key_and_scored_episode_with_bad_values_
     }
     # A seed no database column holds is dropped, not stored wrong; the episode is empty.
     assert second.seed is None and second.episode == {} and second.prompt_key == prompt_key("catch", prompt, None)
+
+
+def test_async_trainer_metric_spellings_are_stored_under_grpos_names(claimed_run):
+    sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.2)
+    sink.metrics(1, {"rewards/outcome": 0.5, "rollout/generated_tok_s": 99.0, "sample/staleness_mean": 1.0})
+    # Both spellings in one log: GRPO's value stands, whichever came first.
+    sink.metrics(2, {"rewards/outcome/mean": 0.75, "rewards/outcome": 0.1})
+    sink.metrics(3, {"rewards/outcome": 0.2, "rewards/outcome/mean": 0.8})
+    assert sink.close(timeout=10) is True
+    stored = {
+        (p.step, p.key): p.value
+        for p in MetricPoint.objects.filter(run=claimed_run).exclude(key=WALL_TIME_KEY)
+    }
+    assert stored == {
+        (1, "rewards/outcome/mean"): 0.5, (1, "perf/generated_tokens_per_s"): 99.0, (1, "sample/staleness_mean"): 1.0,
+        (2, "rewards/outcome/mean"): 0.75, (3, "rewards/outcome/mean"): 0.8,
+    }

@@ -49,6 +49,12 @@ CHARTS: tuple[ChartSpec, ...] = (
 
 # Only on the page of a run with an SFT warm-up (worker/warmup.py); x is the SFT step.
 WARMUP_CHART = ChartSpec("sft-loss", "SFT warm-up loss", "loss", ("sft/loss",))
+# Only on the page of a GPU run (worker/perf.py measures both; the async trainer's spelling of
+# the throughput is stored under the same key, webapp.runs.metric_keys).
+GPU_CHARTS: tuple[ChartSpec, ...] = (
+    ChartSpec("throughput", "Generation throughput", "generated tokens/s", ("perf/generated_tokens_per_s",)),
+    ChartSpec("gpu-memory", "GPU memory (peak per step)", "GiB", ("perf/gpu_memory_gib",)),
+)
 
 TRACE_STYLE: dict[str, Any] = {"type": "scatter", "mode": "lines+markers", "marker": {"size": 4}}
 
@@ -91,10 +97,12 @@ def run_chart(spec: ChartSpec, series: Series) -> dict[str, Any]:
     }
 
 
-def run_charts(series: Series, *, warmup: bool = False) -> list[dict[str, Any]]:
+def run_charts(series: Series, *, warmup: bool = False, gpu: bool = False) -> list[dict[str, Any]]:
     """One figure per chart, in page order; series maps metric key -> [[step, value], ...].
-    `warmup`: the run has an SFT warm-up, whose loss gets a chart of its own, first."""
-    return [run_chart(spec, series) for spec in ((WARMUP_CHART,) if warmup else ()) + CHARTS]
+    `warmup`: the run has an SFT warm-up, whose loss gets a chart of its own, first.
+    `gpu`: the run trains on CUDA: generation throughput and GPU memory follow."""
+    specs = ((WARMUP_CHART,) if warmup else ()) + CHARTS + (GPU_CHARTS if gpu else ())
+    return [run_chart(spec, series) for spec in specs]
 
 
 def metric_chart(key: str, points: list[list[float]]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
+from webapp.runs.metric_keys import canonical_metric_key
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent, prompt_key
 from webapp.runs.selectors import run_last_event_id
 
@@ -58,9 +59,15 @@ def telemetry_record(*, run_id: int, lease_owner: str, events: list[Event]) -> l
         if kind == "metrics":
             step, values = payload
             seq += 1
-            clean = {
-                storable(str(k)[:120]): v for k, v in ((k, _number(v)) for k, v in values.items()) if v is not None
-            }
+            clean: dict[str, float] = {}
+            for k, v in values.items():
+                number = _number(v)
+                if number is None:
+                    continue
+                key = canonical_metric_key(storable(str(k)[:120]))[:120]
+                if key in clean and key != k:
+                    continue  # both spellings in one log: the GRPO-named value stands
+                clean[key] = number
             points.extend(MetricPoint(run_id=run_id, step=step, key=k, value=v, seq=seq) for k, v in clean.items())
             notes.append({"type": "metrics", "seq": seq, "step": step, "values": clean})
             last_step = max(last_step, step)

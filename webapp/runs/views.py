@@ -305,7 +305,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     # everything up to it; the live script skips events at or below it.
     last_seq = run.last_seq
     series = run_metric_series(run=run, keys=None, max_points=METRIC_POINTS)
-    charts = run_charts(series, warmup=bool((run.config or {}).get("warmup")))
+    charts = run_charts(
+        series, warmup=bool((run.config or {}).get("warmup")), gpu=(run.config or {}).get("device") == "cuda"
+    )
     layout = run_layout_for(user=request.user)
     chart_page = {
         **run_chart_page(
