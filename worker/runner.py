@@ -390,13 +390,18 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
     try:
         model_source = str(warmup_dir) if config.warmup is not None else None
         with _managed_vllm(run, config, output_dir, model_source) as vllm_url:
-            trainer = build_trainer(
-                run, config, sink, output_dir, model_source=model_source, vllm_server_base_url=vllm_url
-            )
-            trainer.envlab_health = health
-            trainer.envlab_perf = callback.perf
+            if config.harness is not None:
+                # A loop-owning agent on a Harbor server plays the rollouts (worker/harness.py):
+                # metrics come through the callback; the agent's transcripts stay on the server.
+                trainer = _harness_trainer(run, config, output_dir, vllm_url)
+            else:
+                trainer = build_trainer(
+                    run, config, sink, output_dir, model_source=model_source, vllm_server_base_url=vllm_url
+                )
+                trainer.envlab_health = health
+                trainer.envlab_perf = callback.perf
+                toolstats.COLLECTOR.start(tool_names=trainer.envlab_tool_names())
             trainer.add_callback(callback)
-            toolstats.COLLECTOR.start(tool_names=trainer.envlab_tool_names())
             started = time.perf_counter()
             trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
             train_seconds = time.perf_counter() - started
@@ -424,6 +429,19 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
         data={"train_seconds": train_seconds, "telemetry": sink.stats},
     )
     return status
+
+
+def _harness_trainer(run: Run, config: RunConfig, output_dir: Path, vllm_url: str | None) -> Any:
+    from worker.harness import build_harness_trainer
+
+    source, hub_token = _model_source(run, config)
+    environment = Environment.objects.get(pk=config.environments[0].environment)
+    tasks = ((environment.metadata or {}).get("harbor") or {}).get("tasks") or []
+    return build_harness_trainer(
+        run, config, output_dir, model_source=source, hub_token=hub_token, vllm_server_base_url=vllm_url,
+        tasks=[t for t in tasks if isinstance(t, dict) and t.get("dataset") in (None, config.harness.dataset)]
+        if config.harness is not None else [],
+    )
 
 
 def _warmup_phase(run: Run, config: RunConfig, lease_owner: str, warmup_dir: Path) -> str | None:

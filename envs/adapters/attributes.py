@@ -65,6 +65,19 @@ ATTRIBUTES: dict[str, list[tuple[str, str]]] = {
     ],
     "mcpdemo": [*COMMON],
     "ors": [*COMMON],
+    # A harness rollout's outcome (worker/harness.py outcome_episode): what TRL's harness
+    # rollout worker reports of an agent's rollout on a Harbor server.
+    "harbor": [
+        ("reward", "the verifier's reward (also reward_last, reward_sum, reward_max)"),
+        ("solved", "1 if the verifier's reward is above 0"),
+        ("won", "the same as solved"),
+        ("timed_out", "1 if the agent ran out of time"),
+        ("reward_count", "1 when the verifier gave a reward, else 0"),
+        ("tool_calls", "tool calls the agent made"),
+        ("tool_failures", "tool calls that failed"),
+        ("tool_successes", "tool calls that succeeded"),
+        ("calls_<tool>", "calls of one tool (e.g. calls_bash)"),
+    ],
 }
 
 # Adapter state that is not an attribute of the episode (server identity, limits, wiring).

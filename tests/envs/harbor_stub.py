@@ -3,8 +3,8 @@
 openenv's `create_app` without its Gradio UI.
 
 It is the real discovery side of `openenv harbor serve`, minus what cannot run here: the
-`harbor` package (Python >= 3.12) and a capture proxy, which only `run_rollout` needs; no
-test calls it. $HARBOR_STUB_BREAK makes one answer wrong, as a broken or hostile server's
+`harbor` package (Python >= 3.12) and a capture proxy, which only `run_rollout` needs; with
+$HARBOR_STUB_ROLLOUTS, `run_rollout` answers recorded rollouts instead (see below). $HARBOR_STUB_BREAK makes one answer wrong, as a broken or hostile server's
 would be, to test the catalog's checks:
 
     splits_types       `/harbor_env/splits` entries with a number for a name and text for a count
@@ -28,6 +28,35 @@ from openenv.harbor.models import HarborState
 
 BREAK = os.environ.get("HARBOR_STUB_BREAK", "")
 DATASET = os.environ.get("HARBOR_STUB_DATASET", "")
+# Recorded rollouts: a JSON file {task_index: HarborRolloutResult fields}. STAND-IN for what
+# cannot run here (the `harbor` package, a sandbox, an agent and a GPU engine): `run_rollout`
+# answers the recorded result for the task, through the real MCP tool and session, and appends
+# the arguments it was called with to $HARBOR_STUB_CALLS (one JSON line each).
+ROLLOUTS = os.environ.get("HARBOR_STUB_ROLLOUTS", "")
+CALLS = os.environ.get("HARBOR_STUB_CALLS", "")
+
+
+if ROLLOUTS:
+    from openenv.harbor.models import HarborRolloutResult
+
+    _ARGUMENTS = ("split", "task_index", "harness", "sandbox", "reward_key", "keep_sandbox", "force_build",
+                  "llm_url", "model", "api_key", "auth_header", "agent_timeout_sec", "agent_step_limit",
+                  "sampling", "provider", "purpose", "eval_sampling")  # HarborEnvironment._run_rollout's order
+
+    async def _recorded_rollout(self: Any, *args: Any, **kwargs: Any) -> str:
+        call = {**dict(zip(_ARGUMENTS, args, strict=False)), **kwargs}
+        split, task_index, harness, sandbox = (call.get(k) for k in ("split", "task_index", "harness", "sandbox"))
+        with open(ROLLOUTS) as handle:
+            recorded = json.load(handle)
+        if CALLS:
+            with open(CALLS, "a") as handle:
+                handle.write(json.dumps(call) + "\n")
+        entry = recorded.get(str(task_index))
+        if entry is None:
+            return HarborRolloutResult(ok=False, error=f"no task {task_index}", exception_type="IndexError").model_dump_json()
+        return HarborRolloutResult(**{**entry, "dataset": split, "harness": harness, "sandbox": sandbox}).model_dump_json()
+
+    HarborEnvironment._run_rollout = _recorded_rollout  # type: ignore[method-assign]
 
 HarborEnvironment.configure(datasets=[DATASET] if DATASET else [])
 _real = create_app(

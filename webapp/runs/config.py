@@ -249,6 +249,29 @@ class WarmupSettings(_Strict):
         return -(-self.episodes // self.per_device_train_batch_size) * self.epochs
 
 
+MAX_HARBOR_TASKS = 10_000
+
+
+class HarnessSettings(_Strict):
+    """A harness run: a loop-owning agent served by an OpenEnv Harbor server plays every rollout
+    in its sandbox (TRL's AsyncGRPOTrainer with OpenEnv's harness rollout worker,
+    worker/harness.py); the lab samples its turns through vLLM and trains on them. The run's one
+    environment is the Harbor server; the reward recipe scores the harness outcome."""
+
+    dataset: str = Field(min_length=1, max_length=500, description="A dataset (split) the Harbor server lists.")
+    harness: str = Field(min_length=1, max_length=100, description="A harness the Harbor server offers.")
+    sandbox: str = Field(default="docker", min_length=1, max_length=60, description="A sandbox the server has.")
+    tasks: int = Field(default=64, ge=1, le=MAX_HARBOR_TASKS, description="Tasks of the dataset to train on, from the first.")
+    max_concurrent_rollouts: int = Field(
+        default=4, ge=1, le=256,
+        description="Rollouts in flight at once (the async trainer's max_inflight_tasks); the server needs one more session.",
+    )
+    max_staleness: int = Field(default=4, ge=1, le=64, description="Policy versions a rollout may lag before it is dropped.")
+    weight_sync_steps: int = Field(default=1, ge=1, le=1000, description="Training steps between weight syncs to vLLM.")
+    agent_timeout_sec: float = Field(default=0.0, ge=0, le=86_400, description="The agent's time limit; 0: the task's own.")
+    agent_step_limit: int = Field(default=0, ge=0, le=100_000, description="Model calls per rollout at most; 0: no cap.")
+
+
 AlertKind = Literal[
     "nonfinite", "zero_variance", "tool_failures", "no_tool_calls", "reward_flat", "entropy_collapse"
 ]
@@ -352,6 +375,9 @@ class RunConfig(_Strict):
         default_factory=GRPOSettings, description="GRPO training; null for a warm-up alone (needs `warmup`)."
     )
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    harness: HarnessSettings | None = Field(
+        default=None, description="A harness run on a Harbor server (TRL's async GRPO trainer); none by default."
+    )
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     device: Literal["cpu", "cuda"] = "cpu"
     gpus: int = Field(default=1, ge=1, le=8, description="CUDA devices the run needs (device 'cuda').")
@@ -406,6 +432,8 @@ class RunConfig(_Strict):
             )
         if self.grpo is None and self.warmup is None:
             raise _FieldError("grpo", "grpo may be null only for a run with a warm-up: give `warmup` or `grpo`")
+        if self.harness is not None:
+            self._harness_rules()
         longest = MAX_COMPLETION_LENGTH[self.device]
         if self.grpo is not None and self.grpo.max_completion_length > longest:
             raise _FieldError(
@@ -413,6 +441,23 @@ class RunConfig(_Strict):
                 f"max_completion_length is at most {longest} tokens on device '{self.device}'",
             )
         return self
+
+    def _harness_rules(self) -> None:
+        """What TRL's async trainer needs: one Harbor environment, a vLLM server to sample from,
+        GRPO and no warm-up, and no KL term (AsyncGRPOConfig has no `beta`)."""
+        if len(self.environments) != 1:
+            raise _FieldError("environments", "a harness run has one environment: the Harbor server")
+        if self.warmup is not None:
+            raise _FieldError("warmup", "a harness run has no SFT warm-up")
+        if self.grpo is None:
+            raise _FieldError("grpo", "a harness run trains with GRPO: give `grpo`")
+        if self.grpo.beta:
+            raise _FieldError("grpo.beta", "the async GRPO trainer of a harness run has no KL term: beta must be 0")
+        if self.device != "cuda" or self.generation.backend != "vllm" or self.generation.vllm_mode != "server":
+            raise _FieldError(
+                "generation",
+                "a harness run samples through a vLLM server: device 'cuda', backend 'vllm', vllm_mode 'server'",
+            )
 
     @property
     def seed(self) -> int:

@@ -167,7 +167,16 @@ def run_config_check(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, 
         if environment is None:
             errors[key] = [f"no environment with id {item.environment}"]
             continue
-        if environment.kind not in (Environment.Kind.OPENENV, Environment.Kind.ORS):
+        if (environment.kind == Environment.Kind.HARBOR) != (config.harness is not None):
+            errors[key] = [
+                f"environment '{environment.name}' is a Harbor server: it trains in a harness run (give `harness`)"
+                if environment.kind == Environment.Kind.HARBOR
+                else f"a harness run trains on a Harbor server; '{environment.name}' is {environment.kind}"
+            ]
+            continue
+        if environment.kind == Environment.Kind.HARBOR:
+            errors.update(_harness_errors(config=config, environment=environment))
+        elif environment.kind not in (Environment.Kind.OPENENV, Environment.Kind.ORS):
             errors[key] = [f"environment '{environment.name}' ({environment.kind}) cannot be trained on here"]
             continue
         if environment.kind == Environment.Kind.OPENENV and not item.prompt.strip():
@@ -200,12 +209,46 @@ def run_config_check(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, 
             problem = str(exc)
         if problem:
             errors[key] = [f"environment '{environment.name}' is unhealthy: {problem}"]
-        elif environment.capacity is not None and environment.capacity < batch:
+        elif config.harness is None and environment.capacity is not None and environment.capacity < batch:
             errors[key] = [
                 f"environment '{environment.name}' takes {environment.capacity} concurrent sessions, "
                 f"fewer than the generation batch of {batch} rollouts "
                 f"(per_device_train_batch_size x gradient_accumulation_steps)"
             ]
+    return errors
+
+
+def _harness_errors(*, config: RunConfig, environment: Environment) -> dict[str, list[str]]:
+    """A harness run's dataset, harness and sandbox must be ones the Harbor server listed when it
+    was registered (webapp.catalog.harbor), and the server must hold one more session than the
+    rollouts in flight (the harness rollout worker keeps one for itself)."""
+    harness = config.harness
+    assert harness is not None
+    catalog = (environment.metadata or {}).get("harbor") or {}
+    errors: dict[str, list[str]] = {}
+
+    def names(key: str, *, available_only: bool = False) -> list[str]:
+        return [
+            str(item.get("name")) for item in catalog.get(key) or []
+            if isinstance(item, dict) and (not available_only or item.get("available") is True)
+        ]
+
+    for field, key, value in (("dataset", "datasets", harness.dataset), ("harness", "harnesses", harness.harness),
+                              ("sandbox", "sandboxes", harness.sandbox)):
+        offered = names(key, available_only=key == "sandboxes")
+        if value not in offered:
+            listed = ", ".join(offered[:20]) or "none"
+            errors[f"harness.{field}"] = [f"'{environment.name}' offers {key}: {listed}; not '{value}'"]
+    sizes = {str(d.get("name")): d.get("num_tasks") for d in catalog.get("datasets") or [] if isinstance(d, dict)}
+    available = sizes.get(harness.dataset)
+    if isinstance(available, int) and harness.tasks > available:
+        errors["harness.tasks"] = [f"dataset '{harness.dataset}' has {available} tasks, fewer than {harness.tasks}"]
+    needed = harness.max_concurrent_rollouts + 1
+    if environment.capacity is not None and environment.capacity < needed:
+        errors["harness.max_concurrent_rollouts"] = [
+            f"'{environment.name}' takes {environment.capacity} concurrent sessions; {harness.max_concurrent_rollouts} "
+            f"rollouts in flight need {needed} (one more for the rollout worker)"
+        ]
     return errors
 
 

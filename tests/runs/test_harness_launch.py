@@ -1,0 +1,63 @@
+"""Launching a harness run: its dataset, harness and sandbox must be ones the Harbor server
+listed at registration, and the server must hold one more session than rollouts in flight."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from webapp.catalog.models import Environment
+from webapp.runs.config import parse_run_config
+from webapp.runs.services import run_config_check
+
+pytestmark = pytest.mark.django_db
+
+HARBOR = {
+    "datasets": [{"name": "mini", "num_tasks": 3}],
+    "harnesses": [{"name": "bash", "status": "validated"}],
+    "sandboxes": [{"name": "docker", "available": True}, {"name": "e2b", "available": False}],
+    "tasks": [],
+}
+
+
+def _config(environment: Environment, **harness: Any) -> Any:
+    return parse_run_config({
+        "name": "agent", "model": "org/model",
+        "environments": [{"environment": environment.pk, "name": "harbor", "prompt": ""}],
+        "device": "cuda", "generation": {"backend": "vllm", "vllm_mode": "server", "vllm_server_base_url": "http://127.0.0.1:9"},
+        "harness": {"dataset": "mini", "harness": "bash", "tasks": 3, **harness},
+    })
+
+
+def test_the_harness_settings_are_checked_against_the_servers_catalog(owner) -> None:
+    harbor = Environment.objects.create(
+        owner=owner, name="bench", kind="harbor", base_url="http://127.0.0.1:9", capacity=8,
+        metadata={"style": "harbor", "harbor": HARBOR},
+    )
+    errors = run_config_check(config=_config(harbor), user=owner)
+    assert not any(key.startswith("harness") for key in errors), errors  # only the unreachable server
+
+    errors = run_config_check(
+        config=_config(harbor, dataset="other", harness="opencode", sandbox="e2b", tasks=3, max_concurrent_rollouts=8),
+        user=owner,
+    )
+    assert errors["harness.dataset"] == ["'bench' offers datasets: mini; not 'other'"]
+    assert errors["harness.harness"] == ["'bench' offers harnesses: bash; not 'opencode'"]
+    assert errors["harness.sandbox"] == ["'bench' offers sandboxes: docker; not 'e2b'"]  # e2b is not available
+    assert errors["harness.max_concurrent_rollouts"] == [
+        "'bench' takes 8 concurrent sessions; 8 rollouts in flight need 9 (one more for the rollout worker)"
+    ]
+    assert run_config_check(config=_config(harbor, tasks=4), user=owner)["harness.tasks"] == [
+        "dataset 'mini' has 3 tasks, fewer than 4"
+    ]
+
+
+def test_a_harbor_server_only_in_a_harness_run_and_a_harness_run_only_on_one(owner) -> None:
+    harbor = Environment.objects.create(owner=owner, name="bench", kind="harbor", base_url="http://127.0.0.1:9",
+                                        metadata={"harbor": HARBOR})
+    echo = Environment.objects.create(owner=owner, name="echo", base_url="http://127.0.0.1:9")
+    plain = parse_run_config({"name": "r", "model": "org/model", "environments": [{"environment": harbor.pk, "prompt": "x"}]})
+    assert "trains in a harness run" in run_config_check(config=plain, user=owner)["environments.0.environment"][0]
+    errors = run_config_check(config=_config(echo), user=owner)
+    assert errors["environments.0.environment"] == ["a harness run trains on a Harbor server; 'echo' is openenv"]
