@@ -17,3 +17,6 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1")  # noqa: F405
 # The bundled environment servers listen on loopback.
 ENVLAB_ALLOWED_ENV_NETWORKS = env_list("ENVLAB_ALLOWED_ENV_NETWORKS", "127.0.0.0/8,::1/128")  # noqa: F405
 ENVLAB_SECRETS_KEY = os.environ.get("ENVLAB_SECRETS_KEY") or fernet_key_from(SECRET_KEY)
+# `make run` has no collectstatic step: WhiteNoise serves the scripts and styles straight from
+# the source tree (STATICFILES_DIRS), with DEBUG off as well as on.
+WHITENOISE_USE_FINDERS = True
