@@ -26,25 +26,13 @@ from typing import Any
 from envs.adapters.harbor import TASK_INDEX_KEY, HarborSessionFactory
 from webapp.rewards.scoring import Episode, recipe_total
 from webapp.rewards.terms import RecipeRef, RewardTerm, terms_dump
-from webapp.runs.config import RunConfig
+from webapp.runs.config import GRPOSettings, RunConfig
 from worker.grpo_args import LAB_CONSTANTS
 
 HARBOR_ENV_NAME = "harbor"
-# GRPOSettings fields AsyncGRPOConfig has under the same name (checked in the tests against
-# the dataclass itself). `beta` has no counterpart: the schema refuses a harness run with beta.
-ASYNC_GRPO_FIELDS = (
-    "num_generations",
-    "max_steps",
-    "learning_rate",
-    "per_device_train_batch_size",
-    "gradient_accumulation_steps",
-    "max_completion_length",
-    "max_tool_calling_iterations",
-    "temperature",
-    "seed",
-    "save_steps",
-    "chat_template_kwargs",
-)
+# Every GRPO setting but `beta` is an AsyncGRPOConfig field of the same name (the tests check it
+# against the dataclass); the async trainer has no KL term, and the schema refuses a harness run with beta.
+ASYNC_GRPO_FIELDS = tuple(name for name in GRPOSettings.model_fields if name != "beta")
 # The lab's constants that the async trainer's config also has (it is a TrainingArguments too).
 ASYNC_LAB_CONSTANTS = {k: v for k, v in LAB_CONSTANTS.items() if k != "activation_checkpointing"}
 
