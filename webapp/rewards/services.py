@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from webapp.rewards.models import RewardRecipe, RewardRecipeVersion
 from webapp.rewards.terms import MAX_TREE_TERMS, RewardTerm, TermFieldError, terms_dump, terms_error
 from webapp.runs.config import RunConfigError
+from webapp.textcheck import nul_errors
 
 
 class RecipeRejected(RunConfigError):
@@ -42,6 +43,8 @@ def recipe_parse(data: Any) -> RecipeIn:
     """Validate raw input into a recipe, or raise RecipeRejected naming each field to fix."""
     if not isinstance(data, dict):
         raise RecipeRejected({"non_field_errors": ["expected a JSON object"]})
+    if nul := nul_errors(data):
+        raise RecipeRejected(nul)
     try:
         recipe = RecipeIn.model_validate(data)
     except ValidationError as exc:

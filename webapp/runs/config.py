@@ -25,6 +25,7 @@ from pydantic import (
 
 # The one registry of reward terms (webapp/rewards/terms.py); RewardTerm is re-exported here.
 from webapp.rewards.terms import RecipeRef, RewardTerm, TermFieldError, terms_error
+from webapp.textcheck import nul_errors
 
 MODEL_DEMO_RE = re.compile(r"^demo:[a-z0-9][a-z0-9-]{0,62}$")
 MODEL_HUB_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -500,6 +501,8 @@ def parse_run_config(data: Any) -> RunConfig:
     """Validate raw input (dict from JSON or a form) into a RunConfig, or raise RunConfigError."""
     if not isinstance(data, dict):
         raise RunConfigError({"non_field_errors": ["expected a JSON object"]})
+    if nul := nul_errors(data):
+        raise RunConfigError(nul)
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
