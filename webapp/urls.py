@@ -10,4 +10,5 @@ urlpatterns = [
     path("", include("webapp.runs.urls")),
     path("", include("webapp.evaluations.urls")),
     path("", include("webapp.jobs.urls")),
+    path("", include("webapp.rewards.urls")),
 ]

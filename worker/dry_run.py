@@ -46,15 +46,22 @@ class _Beat(threading.Thread):
         self.halt = threading.Event()
 
     def run(self) -> None:
-        from django.db import close_old_connections
+        from django.db import close_old_connections, connection
 
-        while not self.halt.wait(settings.ENVLAB_HEARTBEAT_SECONDS):
-            try:
-                if not job_heartbeat(job_id=self.job_id, lease_owner=self.lease_owner):
-                    self.lost.set()
-                    return
-            except Exception:  # the database may be briefly away
-                close_old_connections()
+        try:
+            while not self.halt.wait(settings.ENVLAB_HEARTBEAT_SECONDS):
+                try:
+                    if not job_heartbeat(job_id=self.job_id, lease_owner=self.lease_owner):
+                        self.lost.set()
+                        return
+                except Exception:  # the database may be briefly away
+                    close_old_connections()
+        finally:
+            connection.close()  # this thread's own connection: not left open when the job ends
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(timeout=settings.ENVLAB_HEARTBEAT_SECONDS + 5)
 
 
 def _policy_factory(params: dict[str, Any], adapter: Any, owner: Any) -> Any:
@@ -88,16 +95,34 @@ def score_episode(terms: list[RewardTerm], adapter: Any, messages: list[dict[str
     return values
 
 
-def dry_run(job: Job, lease_owner: str) -> dict[str, Any]:
+def job_setup(job: Job, rows: int) -> tuple[list[RewardTerm], list[str], Any, list[dict[str, Any]]]:
+    """A recipe job's pieces (dry runs, learnability): the recipe's terms and every term's name,
+    an adapter bound to the job's environment as TRL would get it, and `rows` rows of the
+    job's prompt seeded by its seed. The adapter is bound under the job's run-local `name`
+    (webapp.rewards.dry_run.job_env_name), so terms limited to it apply and terms limited to
+    other names score None; jobs queued before names were kept bind ENV_NAME."""
     params = job.params
     terms = [RewardTerm.model_validate(term) for term in params["terms"]]
     names = [term.name for _, term, _ in walk_terms(terms)]
     environment = Environment.objects.get(pk=params["environment"])
-    adapter_class = bind_adapter(environment=environment, env_name=ENV_NAME, batch_size=1,
+    env_name = str(params.get("name") or ENV_NAME)
+    adapter_class = bind_adapter(environment=environment, env_name=env_name, batch_size=1,
                                  credentials=ors_credentials(environment, job.owner))
-    item = RunEnvironment(environment=environment.pk, name=ENV_NAME, prompt=params["prompt"], rows=params["groups"])
-    rows = prompt_rows(item, random.Random(int(params["seed"])))
-    adapter = adapter_class()
+    item = RunEnvironment(environment=environment.pk, name=env_name, prompt=params["prompt"], rows=rows)
+    return terms, names, adapter_class(), prompt_rows(item, random.Random(int(params["seed"])))
+
+
+def play_scored(terms: list[RewardTerm], adapter: Any, policy: Any, row: dict[str, Any]) -> dict[str, float | None]:
+    """Play one episode of `row` with `policy` and score it with the recipe's terms."""
+    prompt = row["prompt"]
+    prompt_len = len(prompt) if isinstance(prompt, list) else 1
+    episode = play_episode(adapter=adapter, policy=policy, row=row)
+    return score_episode(terms, adapter, episode.messages, prompt_len)
+
+
+def dry_run(job: Job, lease_owner: str) -> dict[str, Any]:
+    params = job.params
+    terms, names, adapter, rows = job_setup(job, int(params["groups"]))
     groups: list[list[dict[str, float | None]]] = []
     done = 0
     beat = _Beat(job.pk, lease_owner)
@@ -109,16 +134,13 @@ def dry_run(job: Job, lease_owner: str) -> dict[str, Any]:
             for k in range(int(params["group_size"])):
                 if beat.lost.is_set():
                     raise LeaseLost
-                prompt = row["prompt"]
-                prompt_len = len(prompt) if isinstance(prompt, list) else 1
-                episode = play_episode(adapter=adapter, policy=make_policy(row, k), row=row)
-                group.append(score_episode(terms, adapter, episode.messages, prompt_len))
+                group.append(play_scored(terms, adapter, make_policy(row, k), row))
                 done += 1
                 if not job_heartbeat(job_id=job.pk, lease_owner=lease_owner, done=done):
                     raise LeaseLost
             groups.append(group)
     finally:
-        beat.halt.set()
+        beat.stop()
         close = getattr(adapter, "_close", None)
         if callable(close):
             close()

@@ -22,6 +22,9 @@ log = logging.getLogger(__name__)
 
 KINDS: dict[str, str] = {
     "dry_run": "worker.dry_run:dry_run",
+    "learnability": "worker.learnability:learnability",
+    "rescore": "worker.rescore:rescore",
+    "preview": "worker.preview:preview",
 }
 
 

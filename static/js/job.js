@@ -31,6 +31,7 @@
     error.textContent = job.error || "";
     error.hidden = !job.error;
     var result = job.result;
+    if (job.kind === "rescore" && window.envlabRescore) window.envlabRescore(job);  // static/js/rescore.js
     if (job.kind !== "dry_run" || !result) return;
     byId("dry-run-result").hidden = false;
     byId("dry-run-verdict").textContent = result.verdict;

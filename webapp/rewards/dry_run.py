@@ -9,10 +9,10 @@ webapp.evaluations.services.evaluation_check): the same errors for the same mist
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Annotated, Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from webapp.evaluations.config import DEFAULT_PROMPTS, parse_evaluation_request
 from webapp.evaluations.services import evaluation_check
@@ -22,6 +22,7 @@ from webapp.rewards.models import RewardRecipe
 from webapp.rewards.selectors import recipe_version
 from webapp.rewards.terms import RewardTerm, terms_dump
 from webapp.runs.config import RunConfigError
+from webapp.textcheck import nul_errors
 
 KIND = "dry_run"
 MAX_GROUPS = 32
@@ -29,6 +30,28 @@ MAX_GROUP_SIZE = 16
 HISTOGRAM_BINS = 10
 # Groups whose totals spread less than this are "zero variance": GRPO's advantage is 0 there.
 ZERO_STD = 1e-6
+# When nothing else names it, the adapter is bound under this (a run's single environment's
+# default name, webapp.runs.config).
+FALLBACK_ENV_NAME = "env"
+
+# The run-local environment name a recipe's `environments: [...]` refer to, under a run
+# config's rule for it (webapp.runs.config RunEnvironment.name): lowercase letters, digits,
+# '-' and '_'.
+EnvName = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_-]*$"),
+    Field(description="The run-local environment name the recipe's terms are limited to "
+                      "(`environments: [...]`); default: the environment's name as the run form makes it."),
+]
+
+
+def job_env_name(name: str | None, environment: Any) -> str:
+    """The name a recipe job (dry run, learnability, fresh preview) binds its adapter under:
+    the one asked for, else the catalog environment's name slug as the run form makes it
+    (webapp.runs.forms.environment_slug), else FALLBACK_ENV_NAME."""
+    from webapp.runs.forms import environment_slug
+
+    return name or environment_slug(environment.name) or FALLBACK_ENV_NAME
 
 
 class DryRunExtras(BaseModel):
@@ -40,16 +63,19 @@ class DryRunExtras(BaseModel):
     groups: int = Field(default=8, ge=1, le=MAX_GROUPS)
     temperature: float = Field(default=1.0, gt=0, le=5)
     version: int | None = Field(default=None, ge=1)
+    name: EnvName | None = None
 
 
 # Fields of the request, and where the evaluations' names for them are reported.
 _RENAMED = {"models.0": "policy", "episodes": "groups"}
-_OWN = ("group_size", "groups", "temperature", "version", "policy")
+_OWN = ("group_size", "groups", "temperature", "version", "policy", "name")
 
 
 def _parse(data: Any) -> tuple[Any, DryRunExtras]:
     if not isinstance(data, dict):
         raise RunConfigError({"non_field_errors": ["expected a JSON object"]})
+    if nul := nul_errors(data):
+        raise RunConfigError(nul)
     errors: dict[str, list[str]] = {}
     try:
         extras = DryRunExtras.model_validate(data)
@@ -93,6 +119,7 @@ def recipe_dry_run_create(*, owner: AbstractBaseUser, recipe: RewardRecipe, data
         "environment": environment.pk,
         "environment_name": environment.name,
         "environment_key": key,
+        "name": job_env_name(extras.name, environment),
         "prompt": request.prompt if request.prompt is not None else DEFAULT_PROMPTS[key],
         "policy": entries[0],
         "groups": extras.groups,

@@ -12,6 +12,7 @@ children, `gate` of None is None, and a container whose children are all None is
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,45 @@ def episode_from_adapter(
         completion_chars=chars,
         lost=bool(getattr(adapter, "lost", False)),
     )
+
+
+def episode_from_stored(env: str, facts: Mapping[str, Any], lost: bool) -> Episode:
+    """An episode as reward terms see it, read back from a stored rollout's `episode` facts
+    (webapp.runs.telemetry keeps them: attributes, components, completion sizes), so a
+    preview or a re-score scores exactly what the run's terms scored. Anything that is not
+    a finite number is left out, as an attribute the adapter did not know."""
+    facts = facts if isinstance(facts, Mapping) else {}
+    attributes = facts.get("attributes")
+    components = facts.get("components")
+    return Episode(
+        env_name=str(env or ""),
+        attributes={
+            str(k): n
+            for k, v in (attributes.items() if isinstance(attributes, Mapping) else [])
+            if (n := _stored_number(v)) is not None
+        },
+        components={
+            str(source): {
+                str(k): n for k, v in table.items() if (n := _stored_number(v)) is not None
+            }
+            for source, table in (components.items() if isinstance(components, Mapping) else [])
+            if isinstance(table, Mapping)
+        },
+        completion_tokens=_stored_size(facts.get("completion_tokens")),
+        completion_chars=_stored_size(facts.get("completion_chars")),
+        lost=bool(lost),
+    )
+
+
+def _stored_number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _stored_size(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _completion_chars(completion: Any) -> int | None:

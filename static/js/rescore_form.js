@@ -1,0 +1,74 @@
+// The run page's "Re-score with a recipe" card (templates/runs/_rescore_form.html): lists the
+// user's recipes from GET /api/reward-recipes/, posts {recipe} to POST /api/runs/<id>/rescore/
+// and opens the job's page. Recipe names and errors go in as textContent.
+(function () {
+  "use strict";
+  var form = document.getElementById("rescore-form");
+  if (!form) return;
+  var select = document.getElementById("rescore-recipe");
+  var status = document.getElementById("rescore-form-status");
+  var button = document.getElementById("rescore-button");
+
+  function csrf() {
+    var input = form.querySelector("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+
+  function messages(body) {
+    if (!body || typeof body !== "object") return "the request was refused";
+    if (body.detail) return String(body.detail);
+    return Object.keys(body).map(function (key) {
+      var value = body[key];
+      return key + ": " + (Array.isArray(value) ? value.join("; ") : String(value));
+    }).join(" · ");
+  }
+
+  fetch(form.dataset.recipes, { credentials: "same-origin", headers: { Accept: "application/json" } })
+    .then(function (response) { return response.ok ? response.json() : []; })
+    .then(function (recipes) {
+      select.textContent = "";
+      if (!recipes.length) {
+        var none = document.createElement("option");
+        none.value = "";
+        none.textContent = "no recipes yet: save one first";
+        select.appendChild(none);
+        button.disabled = true;
+        return;
+      }
+      recipes.forEach(function (recipe) {
+        var option = document.createElement("option");
+        option.value = String(recipe.id);
+        option.textContent = recipe.name + " (v" + recipe.latest_version + ")";
+        select.appendChild(option);
+      });
+      form.dataset.ready = "true";
+    })
+    .catch(function () { status.textContent = "could not list your recipes"; });
+
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    if (!select.value) return;
+    button.disabled = true;
+    status.textContent = "starting…";
+    fetch(form.dataset.api, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": csrf() },
+      body: JSON.stringify({ recipe: Number(select.value) })
+    })
+      .then(function (response) {
+        return response.json().catch(function () { return null; }).then(function (body) {
+          if (response.status === 202 && body && body.id) {
+            window.location.assign("/jobs/" + encodeURIComponent(String(body.id)) + "/");
+            return;
+          }
+          status.textContent = messages(body);
+          button.disabled = false;
+        });
+      })
+      .catch(function () {
+        status.textContent = "the request failed; try again";
+        button.disabled = false;
+      });
+  });
+})();

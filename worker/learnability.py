@@ -1,0 +1,47 @@
+"""A recipe's learnability card (webapp/rewards/learnability.py): the SAME seeded rows played
+once by the environment's solver and once by the random valid policy, on the adapter TRL would
+get, each episode scored by the recipe as the dry run scores it (worker/dry_run.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envs.solvers import RANDOM, SOLVER, policy_for
+from webapp.jobs.models import Job
+from webapp.jobs.services import job_heartbeat
+from webapp.rewards.learnability import learnability_report, recipe_bounds
+from worker.dry_run import ENV_NAME, _Beat, job_setup, play_scored
+from worker.episodes import tool_schemas
+from worker.jobs import LeaseLost
+
+POLICIES = (SOLVER, RANDOM)
+
+
+def learnability(job: Job, lease_owner: str) -> dict[str, Any]:
+    params = job.params
+    key = str(params["environment_key"] or "")
+    terms, names, adapter, rows = job_setup(job, int(params["episodes"]))
+    scores: dict[str, list[dict[str, float | None]]] = {kind: [] for kind in POLICIES}
+    done = 0
+    beat = _Beat(job.pk, lease_owner)
+    beat.start()
+    try:
+        schemas = tool_schemas(adapter)
+        for row in rows:
+            for kind in POLICIES:
+                if beat.lost.is_set():
+                    raise LeaseLost
+                policy = policy_for(key, tools=schemas, seed=int(row["seed"]) * 1000, kind=kind)
+                scores[kind].append(play_scored(terms, adapter, policy, row))
+                done += 1
+                if not job_heartbeat(job_id=job.pk, lease_owner=lease_owner, done=done):
+                    raise LeaseLost
+    finally:
+        beat.stop()
+        close = getattr(adapter, "_close", None)
+        if callable(close):
+            close()
+    floor, ceiling = recipe_bounds(terms, key, str(params.get("name") or ENV_NAME))
+    return learnability_report(
+        solver=scores[SOLVER], random=scores[RANDOM], term_names=names, floor=floor, ceiling=ceiling
+    )

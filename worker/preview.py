@@ -1,0 +1,56 @@
+"""The reward composer's preview of a freshly played episode (webapp.rewards.composer
+draft_play_create): ONE episode of the job's seeded row, played by the solver or the random
+policy through the adapter TRL would get (bound under the job's run-local name, as a dry run
+binds it: worker/dry_run.py job_setup), scored by the draft's terms with the very function
+the stored-rollout preview uses (webapp.rewards.composer.preview_scores).
+
+The result: `{total, values, tree}` as the stored preview answers, plus the episode's
+transcript (`messages`, TRL's chat format), its `attributes` and a summary `episode`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webapp.jobs.models import Job
+from webapp.jobs.services import job_heartbeat
+from webapp.rewards.composer import preview_scores
+from webapp.rewards.scoring import episode_from_adapter
+from worker.dry_run import _policy_factory, job_setup
+from worker.episodes import play_episode
+from worker.jobs import LeaseLost
+
+
+def preview(job: Job, lease_owner: str) -> dict[str, Any]:
+    params = job.params
+    terms, _names, adapter, rows = job_setup(job, 1)
+    row = rows[0]
+    try:
+        policy = _policy_factory(params, adapter, job.owner)(row, 0)
+        played = play_episode(adapter=adapter, policy=policy, row=row)
+        prompt = row["prompt"]
+        prompt_len = len(prompt) if isinstance(prompt, list) else 1
+        # Read as the dry run's score_episode reads it: the adapter after the episode.
+        episode = episode_from_adapter(adapter, completion=played.messages[prompt_len:])
+    finally:
+        close = getattr(adapter, "_close", None)
+        if callable(close):
+            close()
+    if not job_heartbeat(job_id=job.pk, lease_owner=lease_owner, done=1):
+        raise LeaseLost
+    return {
+        **preview_scores(terms, episode),
+        "episode": {
+            "env": episode.env_name,
+            "seed": row.get("seed"),
+            "policy": str(params["policy"].get("label") or params["policy"].get("kind") or ""),
+            "won": played.won,
+            "reward": played.reward,
+            "tool_calls": played.tool_calls,
+            "tool_failures": played.tool_failures,
+            "lost": played.lost,
+            "ended_by": played.ended_by,
+        },
+        "attributes": dict(episode.attributes),
+        "messages": played.messages,
+    }
