@@ -10,7 +10,7 @@
  * (textContent / createTextNode), never parsed as HTML.
  *
  * Test hooks: #run-page[data-last-seq][data-live][data-status]; each .chart[data-points]
- * (points in its first trace); each .rollout[data-seq][data-step].
+ * (points in its first trace); each .rollout[data-seq][data-step] (rollout_list.js).
  */
 (function () {
   "use strict";
@@ -22,7 +22,6 @@
 
   var NO_RETRY_CODES = { 4401: "not logged in", 4404: "run not found" };
   var ROLLOUT_PAGE = 200;
-  var MAX_ROLLOUTS_SHOWN = 1000;
   var FLUSH_MS = 100;
 
   var state = {
@@ -98,10 +97,6 @@
     setText("live-indicator", label || live);
     var indicator = byId("live-indicator");
     if (indicator) indicator.className = "live-indicator live-" + live;
-  }
-
-  function formatNumber(value) {
-    return typeof value === "number" && isFinite(value) ? value.toFixed(3) : "—";
   }
 
   function formatDuration(seconds) {
@@ -695,141 +690,49 @@
   }
 
   // --- rollouts -------------------------------------------------------------------------
+  // The transcript list is static/js/rollout_list.js (virtualised, paged per step); this
+  // script feeds it the live rollouts, read in order after the last one it was given.
 
   var feed = byId("rollouts");
-  var shownSeqs = new Set();
-  var lastRolloutSeq = 0;
-  Array.prototype.forEach.call(feed ? feed.querySelectorAll(".rollout") : [], function (node) {
-    var seq = Number(node.dataset.seq);
-    shownSeqs.add(seq);
-    if (seq > lastRolloutSeq) lastRolloutSeq = seq;
+  var pageParams = new URLSearchParams(window.location.search);
+  var rolloutList = new window.EnvlabRolloutList({
+    box: feed,
+    filter: byId("rollout-step-filter"),
+    status: byId("rollout-list-status"),
+    api: cfg.api_rollouts,
+    stepsApi: cfg.api_rollout_steps,
+    runId: cfg.run,
+    promptUrl: feed.dataset.promptUrl,
+    steps: cfg.rollout_steps || [],
+    throughSeq: cfg.last_seq,
+    renderAll: pageParams.get("render") === "all",
+    onEmpty: function (empty) {
+      var note = byId("no-rollouts");
+      if (note) note.hidden = !empty;
+    },
   });
-
-  function messageText(content) {
-    if (content === null || content === undefined) return "";
-    if (typeof content === "string") return content;
-    if (Array.isArray(content)) {
-      return content
-        .map(function (part) {
-          if (part && typeof part === "object" && typeof part.text === "string") return part.text;
-          if (typeof part === "string") return part;
-          return JSON.stringify(part);
-        })
-        .join("\n");
-    }
-    return JSON.stringify(content);
-  }
-
-  function normaliseMessages(value) {
-    if (typeof value === "string") return [{ role: "user", content: value }];
-    return Array.isArray(value) ? value : [];
-  }
-
-  function renderMessage(message, withToolCalls) {
-    var m = message && typeof message === "object" ? message : { role: "?", content: message };
-    var role = String(m.role || "?");
-    var li = el("li", "message role-" + role.toLowerCase().replace(/[^a-z0-9_-]/g, ""));
-    li.appendChild(el("div", "message-role", role + (m.name ? " · " + String(m.name) : "")));
-    var text = messageText(m.content);
-    if (text || !withToolCalls) li.appendChild(el("pre", "message-content", text));
-    var calls = withToolCalls && Array.isArray(m.tool_calls) ? m.tool_calls : [];
-    if (calls.length) {
-      var ul = el("ul", "tool-calls");
-      calls.forEach(function (call) {
-        var fn = call && typeof call === "object" && call.function && typeof call.function === "object" ? call.function : {};
-        var args = fn.arguments;
-        var item = el("li", "tool-call");
-        item.appendChild(el("span", "tool-name", fn.name === undefined ? "" : String(fn.name)));
-        item.appendChild(
-          el("pre", "tool-args", typeof args === "string" ? args : args === undefined ? "" : JSON.stringify(args))
-        );
-        ul.appendChild(item);
-      });
-      li.appendChild(ul);
-    }
-    return li;
-  }
-
-  function renderRollout(r) {
-    var article = el("article", "rollout");
-    article.dataset.seq = String(r.seq);
-    article.dataset.step = String(r.step);
-    article.id = "rollout-" + r.seq;
-    var head = el("header", "rollout-head");
-    head.appendChild(el("span", "rollout-seq", "#" + r.seq));
-    head.appendChild(el("span", "rollout-step", "step " + r.step));
-    head.appendChild(el("span", "rollout-env", r.env || "—"));
-    head.appendChild(el("span", "rollout-reward", "reward " + formatNumber(r.reward)));
-    head.appendChild(el("span", "rollout-advantage", "advantage " + formatNumber(r.advantage)));
-    var replay = el("a", "rollout-replay", "replay");
-    replay.href = "/replay/runs/" + Number(cfg.run) + "/" + Number(r.seq) + "/";
-    head.appendChild(replay);
-    article.appendChild(head);
-    var terms = el("ul", "rollout-rewards");
-    var rewards = r.rewards && typeof r.rewards === "object" ? r.rewards : {};
-    Object.keys(rewards).forEach(function (term) {
-      var li = el("li");
-      li.appendChild(el("span", "term", term));
-      li.appendChild(document.createTextNode(" "));
-      li.appendChild(el("span", "value", formatNumber(rewards[term])));
-      terms.appendChild(li);
-    });
-    article.appendChild(terms);
-    var prompt = normaliseMessages(r.prompt);
-    if (prompt.length) {
-      var details = el("details", "rollout-prompt");
-      details.appendChild(
-        el("summary", null, "prompt (" + prompt.length + " message" + (prompt.length === 1 ? "" : "s") + ")")
-      );
-      var promptList = el("ol", "messages");
-      prompt.forEach(function (m) {
-        promptList.appendChild(renderMessage(m, false));
-      });
-      details.appendChild(promptList);
-      article.appendChild(details);
-    }
-    var list = el("ol", "messages");
-    normaliseMessages(r.messages).forEach(function (m) {
-      list.appendChild(renderMessage(m, true));
-    });
-    article.appendChild(list);
-    return article;
-  }
+  // Everything up to the page's seq is in the list's counts (paged in as it scrolls).
+  var lastRolloutSeq = Number(cfg.last_seq) || 0;
+  var startStep = pageParams.get("step");
+  if (startStep !== null && /^[0-9]{1,9}$/.test(startStep)) rolloutList.setFilter(Number(startStep));
+  var linked = pageParams.get("rollout") || (/^#rollout-([0-9]{1,15})$/.exec(window.location.hash) || [])[1];
+  if (linked && /^[0-9]{1,15}$/.test(linked)) rolloutList.focus(Number(linked));
 
   function insertRollout(r) {
     var seq = Number(r.seq);
-    if (shownSeqs.has(seq)) return;
-    shownSeqs.add(seq);
     if (seq > lastRolloutSeq) lastRolloutSeq = seq;
-    var node = renderRollout(r);
-    // Newest first: before the first shown rollout with a smaller seq.
-    var child = feed.firstElementChild;
-    while (child && Number(child.dataset.seq) > seq) child = child.nextElementSibling;
-    feed.insertBefore(node, child);
-    while (feed.children.length > MAX_ROLLOUTS_SHOWN) {
-      var oldest = feed.lastElementChild;
-      shownSeqs.delete(Number(oldest.dataset.seq));
-      feed.removeChild(oldest);
-    }
-    var empty = byId("no-rollouts");
-    if (empty) empty.hidden = true;
+    rolloutList.add(r);
   }
 
-  function redoFrom(step) {
+  function redoFrom() {
     // A resumed run trains again from its checkpoint: the server forgot what came after
-    // it. Re-read the series, and drop the shown rollouts of the forgotten steps; reading
-    // from just before the first of them brings back those of the new timeline.
-    var firstDropped = Infinity;
-    Array.prototype.slice.call(feed.querySelectorAll(".rollout")).forEach(function (node) {
-      if (Number(node.dataset.step) >= step) {
-        var seq = Number(node.dataset.seq);
-        firstDropped = Math.min(firstDropped, seq);
-        shownSeqs.delete(seq);
-        feed.removeChild(node);
-      }
+    // it. Re-read the series and the list's sizes; reading from the seq those cover
+    // brings the rollouts of the new timeline.
+    var sized = rolloutList.reload().then(function (coveredSeq) {
+      lastRolloutSeq = coveredSeq;
+      return fetchRollouts();
     });
-    if (firstDropped !== Infinity) lastRolloutSeq = firstDropped - 1;
-    Promise.all([reloadMetrics(), fetchRollouts()]).catch(function () {
+    Promise.all([reloadMetrics(), sized]).catch(function () {
       catchUp(state.lastSeq);
     });
   }

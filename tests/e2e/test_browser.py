@@ -91,7 +91,9 @@ def test_live_page_gains_points_and_transcripts(browser, owner, web):
         "article.rollout", "els => els.map(e => Number(e.dataset.seq))"
     )
     assert len(seqs) == len(set(seqs)) == 5
-    # Model text is shown as text, never run.
+    # Model text is shown as text, never run (the list shows transcripts collapsed: open one).
+    page.locator("article.rollout").first.locator("button.rollout-toggle").click()
+    page.wait_for_selector("article.rollout.expanded .rollout-body")
     assert page.evaluate("window.__xss") is None
     assert evil in page.locator("article.rollout").first.inner_text()
     assert page.locator("#run-step").inner_text().strip() == "5"

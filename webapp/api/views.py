@@ -249,6 +249,9 @@ class RunRolloutsApi(APIView):
             OpenApiParameter("step", int),
             OpenApiParameter("env", str),
             OpenApiParameter("after_seq", int),
+            OpenApiParameter(
+                "before_seq", int, description="Newest first, below this seq (the next page keeps lowering it)."
+            ),
             OpenApiParameter("limit", int),
         ],
         responses=dict,
@@ -257,13 +260,16 @@ class RunRolloutsApi(APIView):
         run = _visible_run(request, pk)
         step = int_param(request, "step", None, 0, 10**9)
         after_seq = int_param(request, "after_seq", None, 0, 10**15)
+        before_seq = int_param(request, "before_seq", None, 1, 10**15)
         limit = int_param(request, "limit", 50, 1, 500)
         rows = list(
-            run_rollouts(run=run, step=step, env=request.query_params.get("env") or None, after_seq=after_seq)[
-                : limit + 1
-            ]
+            run_rollouts(
+                run=run, step=step, env=request.query_params.get("env") or None, after_seq=after_seq,
+                before_seq=before_seq,
+            )[: limit + 1]
         )
-        page, next_url = _keyset_page(request, rows, limit, "after_seq", lambda row: row.seq)
+        cursor = "after_seq" if before_seq is None else "before_seq"
+        page, next_url = _keyset_page(request, rows, limit, cursor, lambda row: row.seq)
         return Response({"results": RolloutOut(page, many=True).data, "next": next_url})
 
 

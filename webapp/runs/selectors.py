@@ -202,15 +202,34 @@ def run_rollouts(
     step: int | None = None,
     env: str | None = None,
     after_seq: int | None = None,
+    before_seq: int | None = None,
 ) -> QuerySet[Rollout]:
-    rows = Rollout.objects.filter(run=run).order_by("seq")
+    """Oldest first; with `before_seq`, newest first below it (the run page's transcript
+    list pages down from the top)."""
+    rows = Rollout.objects.filter(run=run).order_by("seq" if before_seq is None else "-seq")
     if step is not None:
         rows = rows.filter(step=step)
     if env:
         rows = rows.filter(env=env)
     if after_seq is not None:
         rows = rows.filter(seq__gt=after_seq)
+    if before_seq is not None:
+        rows = rows.filter(seq__lt=before_seq)
     return rows
+
+
+def run_rollout_steps(*, run: Run, through_seq: int) -> list[list[int]]:
+    """[[step, rollouts], ...] newest step first, counting the rollouts stored up to
+    `through_seq` (the run page's list sizes itself from these; later ones arrive live)."""
+    from django.db.models import Count
+
+    rows = (
+        Rollout.objects.filter(run=run, seq__lte=through_seq)
+        .values("step")
+        .annotate(n=Count("id"))
+        .order_by("-step")
+    )
+    return [[row["step"], row["n"]] for row in rows]
 
 
 def run_progress(*, run: Run) -> dict[str, Any]:

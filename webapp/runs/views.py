@@ -47,6 +47,7 @@ from webapp.runs.selectors import (
     run_can_change,
     run_metric_series,
     run_progress,
+    run_rollout_steps,
     run_status_display,
     runs_visible_to,
     runs_with_alerts,
@@ -59,11 +60,13 @@ from webapp.runs.services import (
     run_resume,
 )
 from webapp.runs.tools import run_tool_table
+from webapp.runs.transcripts import transcript_messages
 from webapp.runs.workers import run_waiting_reason
 
 HOME_RUNS = 50
-# Rollouts rendered with the page; the live script adds every later one.
-PAGE_ROLLOUTS = 200
+# Rollouts rendered with the page (what shows without scripts); the live script replaces
+# them with its virtualised list (static/js/rollout_list.js), which pages in the others.
+PAGE_ROLLOUTS = 20
 METRIC_POINTS = 2000
 FORM_GROUPS = (
     ("Run", ("name", "model")),
@@ -209,59 +212,6 @@ def _number(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, int | float) and not isinstance(value, bool) else "—"
 
 
-def _text(content: Any) -> str:
-    """Message content as plain text: a string, or the text parts of a content list."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            elif isinstance(part, str):
-                parts.append(part)
-            else:
-                parts.append(json.dumps(part))
-        return "\n".join(parts)
-    return json.dumps(content)
-
-
-def _arguments(arguments: Any) -> str:
-    if isinstance(arguments, str):
-        return arguments
-    # Compact, as the live page's JSON.stringify writes it.
-    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
-
-
-def _message(message: Any) -> dict[str, Any]:
-    if not isinstance(message, dict):
-        return {"role": "?", "name": "", "content": _text(message), "tool_calls": []}
-    calls = []
-    for call in message.get("tool_calls") or []:
-        function = call.get("function") if isinstance(call, dict) else None
-        function = function if isinstance(function, dict) else {}
-        calls.append(
-            {
-                "name": str(function.get("name", "")),
-                "arguments": _arguments(function.get("arguments", "")),
-            }
-        )
-    return {
-        "role": str(message.get("role", "?")),
-        "name": str(message.get("name") or ""),
-        "content": _text(message.get("content")),
-        "tool_calls": calls,
-    }
-
-
-def _messages(value: Any) -> list[dict[str, Any]]:
-    if isinstance(value, str):
-        return [{"role": "user", "name": "", "content": value, "tool_calls": []}]
-    return [_message(m) for m in value] if isinstance(value, list) else []
-
-
 def rollout_view(rollout: Rollout) -> dict[str, Any]:
     """A rollout as the transcript feed shows it (static/js/run_live.js renders the same)."""
     rewards = rollout.rewards if isinstance(rollout.rewards, dict) else {}
@@ -271,9 +221,10 @@ def rollout_view(rollout: Rollout) -> dict[str, Any]:
         "env": rollout.env,
         "reward": _number(rollout.reward),
         "advantage": _number(rollout.advantage),
+        "prompt_key": rollout.prompt_key,
         "rewards": [(str(term), _number(value)) for term, value in rewards.items()],
-        "prompt": _messages(rollout.prompt),
-        "messages": _messages(rollout.messages),
+        "prompt": transcript_messages(rollout.prompt),
+        "messages": transcript_messages(rollout.messages),
     }
 
 
@@ -291,6 +242,9 @@ def _live_config(run: Run, last_seq: int, progress: dict[str, Any]) -> dict[str,
         "api_run": reverse("api-run", args=[run.pk]),
         "api_metrics": reverse("api-run-metrics", args=[run.pk]),
         "api_rollouts": reverse("api-run-rollouts", args=[run.pk]),
+        "api_rollout_steps": reverse("api-run-rollout-steps", args=[run.pk]),
+        # [[step, rollouts up to last_seq], ...], newest step first: the transcript list's size.
+        "rollout_steps": run_rollout_steps(run=run, through_seq=last_seq),
         "metric_points": METRIC_POINTS,
         "active_statuses": list(Run.ACTIVE),
         "resumable_statuses": list(Run.RESUMABLE),
@@ -320,7 +274,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "max_smoothing": MAX_SMOOTHING,
         "wall_time_key": WALL_TIME_KEY,
     }
-    rollouts = list(Rollout.objects.filter(run=run).order_by("-seq")[:PAGE_ROLLOUTS])
+    rollouts = _first_rollouts(request, run)
     rollouts += _linked_rollout(request, run, rollouts)
     progress = run_progress(run=run)
     alerts = run_alerts(run=run)
@@ -354,6 +308,19 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "plotly_url": f"{reverse('plotly-js')}?{urlencode({'v': plotly_version()})}",
         },
     )
+
+
+def _first_rollouts(request: HttpRequest, run: Run) -> list[Rollout]:
+    """The newest PAGE_ROLLOUTS of the list as it opens (`?step=<n>`: of that step), shown
+    before the script takes over; none under `?render=all`, the benchmark's baseline, where
+    the script renders every row itself."""
+    if request.GET.get("render") == "all":
+        return []
+    rows = Rollout.objects.filter(run=run)
+    raw = request.GET.get("step", "")
+    if raw.isascii() and raw.isdigit() and len(raw) <= 9:
+        rows = rows.filter(step=int(raw))
+    return list(rows.order_by("-seq")[:PAGE_ROLLOUTS])
 
 
 def _linked_rollout(request: HttpRequest, run: Run, shown: list[Rollout]) -> list[Rollout]:
