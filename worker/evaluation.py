@@ -53,13 +53,20 @@ class Cancelled(Exception):
 
 def evaluation_rows(evaluation: Evaluation) -> list[dict[str, Any]]:
     """The evaluation's rows: a function of its prompt, episodes and seed only, so every
-    model (and every replay) plays the same episodes."""
+    model (and every replay) plays the same episodes. With `episode_seeds`, row i plays seed
+    episode_seeds[i] (and a `{phrase}` is drawn from that seed), whatever the evaluation."""
     item = RunEnvironment(
         environment=evaluation.environment_id or 0,
         name=ENV_NAME,
         prompt=evaluation.prompt,
-        rows=evaluation.episodes,
+        rows=1 if evaluation.episode_seeds else evaluation.episodes,
+        reset=(evaluation.settings or {}).get("reset") or {},
     )
+    if evaluation.episode_seeds:
+        return [
+            {**prompt_rows(item, random.Random(int(seed)))[0], "seed": int(seed)}
+            for seed in evaluation.episode_seeds
+        ]
     return prompt_rows(item, random.Random(evaluation.seed))
 
 

@@ -99,6 +99,8 @@ def test_owner_opens_a_rollout_replay_with_the_episode_embedded_as_json(owner, c
         "/static/js/replay/registry.js",
         "/static/js/replay/transcript.js",
         "/static/js/replay/catch.js",
+        "/static/js/replay/episode.js",
+        "/static/js/replay/controls.js",
         "/static/js/replay/player.js",
     ]
 

@@ -49,6 +49,7 @@ class EvaluationOut(serializers.ModelSerializer):
     environment = serializers.IntegerField(source="environment_id", allow_null=True)
     progress = serializers.SerializerMethodField()
     owner = serializers.CharField(source="owner.get_username")
+    episode_seeds = serializers.ListField(child=serializers.IntegerField(), read_only=True)
 
     class Meta:
         model = Evaluation
@@ -62,6 +63,7 @@ class EvaluationOut(serializers.ModelSerializer):
             "models",
             "episodes",
             "seed",
+            "episode_seeds",
             "settings",
             "source_run",
             "status",

@@ -3,9 +3,16 @@ checkpoints" all go through it)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from webapp.runs.config import (
     MODEL_DEMO_RE,
@@ -14,8 +21,11 @@ from webapp.runs.config import (
     CheckpointRef,
     GRPOSettings,
     ModelSpec,
+    ResetValue,
     RunConfigError,
+    RunEnvironment,
 )
+from webapp.textcheck import nul_errors
 
 MAX_EPISODES = 200
 MAX_MODELS = 24
@@ -47,6 +57,13 @@ class EvaluationRequest(BaseModel):
         default=10, ge=1, le=MAX_EPISODES, description="Episodes per model (the same for each)."
     )
     seed: int = Field(default=0, ge=0, le=2**31 - 1, description="Seeds the episodes' rows.")
+    episode_seeds: list[Annotated[int, Field(ge=0, le=2**31 - 1)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_EPISODES,
+        description="Play exactly these episode seeds (one episode each) instead of drawing "
+        "them from `seed`; `episodes` is then their number.",
+    )
     prompt: str | None = Field(
         default=None,
         max_length=4000,
@@ -55,6 +72,22 @@ class EvaluationRequest(BaseModel):
     max_completion_length: int = Field(default=512, ge=8, le=8192)
     max_tool_calling_iterations: int = Field(default=16, ge=1, le=150)
     chat_template_kwargs: dict[str, Any] = Field(default_factory=lambda: {"enable_thinking": False})
+    reset: dict[str, ResetValue] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="Extra arguments for every episode's reset, as in a run's environment "
+        '(e.g. {"rows": 4, "columns": 3} for catch).',
+    )
+
+    @field_validator("reset")
+    @classmethod
+    def _reset_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        # A run environment's rules for reset arguments (webapp.runs.config).
+        try:
+            RunEnvironment(environment=1, reset=value)
+        except ValidationError as exc:
+            raise ValueError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+        return value
 
     @field_validator("models")
     @classmethod
@@ -82,6 +115,17 @@ class EvaluationRequest(BaseModel):
             out.append(model)
         return out
 
+    @model_validator(mode="after")
+    def _episodes_of_seeds(self) -> EvaluationRequest:
+        if self.episode_seeds is not None:
+            if "episodes" in self.model_fields_set and self.episodes != len(self.episode_seeds):
+                raise ValueError(
+                    f"episodes: {self.episodes} given with {len(self.episode_seeds)} episode_seeds; "
+                    "leave episodes out or give one seed per episode"
+                )
+            self.episodes = len(self.episode_seeds)
+        return self
+
     @field_validator("chat_template_kwargs")
     @classmethod
     def _kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -97,6 +141,8 @@ def parse_evaluation_request(data: Any) -> EvaluationRequest:
     """Validate raw input into an EvaluationRequest, or raise RunConfigError (a 400 naming the field)."""
     if not isinstance(data, dict):
         raise RunConfigError({"non_field_errors": ["expected a JSON object"]})
+    if nul := nul_errors(data):
+        raise RunConfigError(nul)
     try:
         return EvaluationRequest.model_validate(data)
     except ValidationError as exc:
@@ -110,6 +156,8 @@ def parse_evaluation_request(data: Any) -> EvaluationRequest:
             key = ".".join(str(p) for p in loc) or "non_field_errors"
             message = error["msg"].removeprefix("Value error, ")
             if key == "models" and message.startswith("models."):
+                key, _, message = message.partition(": ")
+            elif key == "non_field_errors" and message.startswith("episodes: "):
                 key, _, message = message.partition(": ")
             errors.setdefault(key, []).append(message)
         raise RunConfigError(errors) from None

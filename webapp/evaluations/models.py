@@ -35,6 +35,9 @@ class Evaluation(models.Model):
     model_specs = models.JSONField()
     episodes = models.PositiveIntegerField()
     seed = models.PositiveBigIntegerField()
+    # The episode seeds to play, one episode each, when given (the arena's side by side plays
+    # one chosen seed); empty: the episodes' seeds are drawn from `seed`.
+    episode_seeds = models.JSONField(default=list, blank=True)
     # Generation settings for models: max_completion_length, max_tool_calling_iterations,
     # chat_template_kwargs (TRL's meaning of each).
     settings = models.JSONField(default=dict)

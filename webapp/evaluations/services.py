@@ -170,10 +170,12 @@ def evaluation_create(
             model_specs=entries,
             episodes=request.episodes,
             seed=request.seed,
+            episode_seeds=request.episode_seeds or [],
             settings={
                 "max_completion_length": request.max_completion_length,
                 "max_tool_calling_iterations": request.max_tool_calling_iterations,
                 "chat_template_kwargs": request.chat_template_kwargs,
+                **({"reset": request.reset} if request.reset else {}),
             },
             source_run=source_run,
             total=request.episodes * len(entries),
@@ -222,6 +224,7 @@ def evaluation_create_for_checkpoints(
         "max_completion_length": grpo.max_completion_length,
         "max_tool_calling_iterations": grpo.max_tool_calling_iterations,
         "chat_template_kwargs": grpo.chat_template_kwargs,
+        **({"reset": item.reset} if item.reset else {}),  # the grid the run trained on
     }
     return evaluation_create(owner=owner, data=data, source_run=run)
 

@@ -158,11 +158,33 @@ def evaluation_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "best": {**series["best"], "shown": _cell(series["best"]["mean_reward"])["shown"]}
             if series and series["best"]
             else None,
+            "side_by_side": _side_by_side_links(evaluation),
             "can_change": evaluation_can_change(user=request.user, evaluation=evaluation),
             "api_url": reverse("api-evaluation", args=[evaluation.pk]),
             "plotly_url": f"{reverse('plotly-js')}?{urlencode({'v': plotly_version()})}",
         },
     )
+
+
+SIDE_BY_SIDE_LINKS = 50
+
+
+def _side_by_side_links(evaluation: Any) -> list[dict[str, Any]]:
+    """Per episode index, the side by side of its models (the first four when more)."""
+    from webapp.evaluations.sidebyside import MAX_COLUMNS, MIN_COLUMNS
+
+    count = len(evaluation.model_specs)
+    if count < MIN_COLUMNS:
+        return []
+    models = [("model", str(m)) for m in range(min(count, MAX_COLUMNS))]
+    base = reverse("arena-side-by-side")
+    return [
+        {
+            "index": index,
+            "url": f"{base}?{urlencode([('evaluation', evaluation.pk), ('index', index), *models])}",
+        }
+        for index in range(min(evaluation.episodes, SIDE_BY_SIDE_LINKS))
+    ]
 
 
 @login_required

@@ -157,7 +157,7 @@ def replay_page(request: HttpRequest, replay: dict[str, Any]) -> HttpResponse:
     scripts = ["js/replay/registry.js", "js/replay/transcript.js"]
     if replay["renderer"] != FALLBACK_RENDERER:
         scripts.append(f"js/replay/{replay['renderer']}.js")
-    scripts.append("js/replay/player.js")
+    scripts += ["js/replay/episode.js", "js/replay/controls.js", "js/replay/player.js"]
     return render(
         request,
         "replay/replay.html",
