@@ -21,7 +21,7 @@ from webapp.catalog.selectors import environments_visible_to
 from webapp.rewards.dry_run import EnvName
 from webapp.rewards.scoring import Episode, episode_from_stored, recipe_total
 from webapp.rewards.services import RecipeRejected, recipe_parse
-from webapp.rewards.terms import KINDS, AttributeName, RewardTerm, walk_terms
+from webapp.rewards.terms import KINDS, AttributeName, RewardTerm
 from webapp.runs.models import Rollout
 
 # A draft has no name yet while it is composed; the check then needs one that passes.
@@ -301,10 +301,7 @@ def draft_play_create(*, user: AbstractBaseUser | Any, data: Any) -> Any:
         terms = recipe_parse({"name": DRAFT_NAME, "terms": request.terms}).terms
     except RecipeRejected as exc:
         errors.update(exc.errors)
-    for path, term, _depth in walk_terms(terms):
-        # The job keeps the terms in its params (JSON the database refuses with a NUL in it).
-        if any("\x00" in name for name in term.environments or []):
-            errors.setdefault(f"terms.{path}.environments", []).append("an environment name cannot hold NUL characters")
+    # (recipe_parse refuses a NUL anywhere in the terms: the job keeps them as JSON.)
     shared: dict[str, Any] = {"environment": play.environment, "models": [play.policy], "episodes": 1, "seed": play.seed}
     if play.prompt is not None:
         shared["prompt"] = play.prompt
