@@ -42,6 +42,13 @@ bench: install
 	@scripts/ensure_redis.sh
 	$(PY) -m bench
 
+# The guide's table (base / SFT / SFT+GRPO on Catch) through the API and a real worker, in a
+# scratch installation under var/learning-table/; options in ARGS, e.g. ARGS="--seeds 0 --quick".
+.PHONY: learning-table
+learning-table: install
+	@scripts/ensure_redis.sh
+	$(PY) manage.py learning_table $(ARGS)
+
 lint: install
 	$(VENV)/bin/ruff check .
 	$(PY) manage.py makemigrations --check --dry-run

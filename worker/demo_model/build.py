@@ -23,6 +23,7 @@ from .tokenizer import TEMPLATE_RESOURCE, chat_template_sha256, train_tokenizer
 from .training import (
     RECIPES,
     CatchRecipe,
+    Recipe,
     encode_examples,
     loosen_copying,
     new_model,
@@ -40,13 +41,15 @@ def build_demo_model(
     variant: str = "demo",
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    recipe: Recipe | None = None,
 ) -> Path:
     """Build a tiny Qwen3 tool-calling model offline and save it to `output_dir`.
 
     The folder holds the model, the tokenizer (with TRL's Qwen3-Instruct-2507 chat
     template) and `envlab_demo.json`. It is assembled in a sibling temporary folder and
     renamed into place, so `output_dir` is never half-written; an existing build there is
-    replaced. Returns `output_dir`.
+    replaced. `recipe` replaces the variant's recipe (of the same class: say a catch-base for
+    another grid, `dataclasses.replace(RECIPES["catch-base"], rows=5)`). Returns `output_dir`.
     """
     if variant not in RECIPES:
         raise ValueError(f"unknown variant {variant!r}: use one of {sorted(RECIPES)}")
@@ -57,7 +60,9 @@ def build_demo_model(
     staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.building-", dir=output_dir.parent))
     try:
         with _limited_threads(MAX_THREADS), torch.random.fork_rng(devices=[]):
-            details = _build_into(staging, variant=variant, seed=seed, report=report)
+            details = _build_into(
+                staging, variant=variant, seed=seed, report=report, recipe=recipe
+            )
         manifest = {
             "format": MANIFEST_FORMAT,
             "variant": variant,
@@ -85,14 +90,21 @@ _VERSIONED = ("torch", "transformers", "trl", "tokenizers")
 
 
 def _build_into(
-    staging: Path, *, variant: str, seed: int, report: Callable[[str], None]
+    staging: Path,
+    *,
+    variant: str,
+    seed: int,
+    report: Callable[[str], None],
+    recipe: Recipe | None = None,
 ) -> dict[str, Any]:
 
     from .conversations import TRAINING_WORDINGS, UNSEEN_WORDINGS
     from .evaluation import measure_tool_calls
 
 
-    recipe = RECIPES[variant]
+    if recipe is not None and type(recipe) is not type(RECIPES[variant]):
+        raise ValueError(f"a {variant!r} build takes a {type(RECIPES[variant]).__name__}")
+    recipe = recipe or RECIPES[variant]
     torch.manual_seed(seed)
     if isinstance(recipe, CatchRecipe):
         from .catch import build_catch_into

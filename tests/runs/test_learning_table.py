@@ -1,0 +1,88 @@
+"""The learning table's arithmetic and option checks (webapp/runs/management/commands/
+learning_table.py); the command itself runs end to end in tests/e2e/test_learning_table.py."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from webapp.runs.management.commands.learning_table import Settings, _table
+
+
+def settings_for(seeds: list[int]) -> Settings:
+    return Settings(
+        seeds=seeds, episodes=30, eval_seed=1000, rows=4, columns=3, warmup_episodes=300,
+        warmup_epochs=3, warmup_learning_rate=3e-3, grpo_steps=20, grpo_batch=16, num_generations=8,
+        grpo_learning_rate=1e-3, temperature=1.0, max_completion_length=384, tool_rounds=5,
+        reward="unfinished-minus-one", quick=False,
+    )  # fmt: skip
+
+
+def seed_entry(seed: int, base: int, sft: int, grpo: int) -> dict:
+    curve = [[step, -0.5 + step / 20] for step in range(1, 21)]
+    return {
+        "seed": seed,
+        "base": {"catches": base},
+        "sft": {"catches": sft},
+        "grpo": {"catches": grpo, "reward_curve": curve},
+        "seconds": 600.0,
+    }
+
+
+def test_three_seeds_with_a_steady_gain_are_beyond_seed_noise(monkeypatch):
+    monkeypatch.delenv("ENVLAB_BENCH_NOTE", raising=False)
+    entries = [seed_entry(0, 13, 17, 20), seed_entry(1, 13, 16, 19), seed_entry(2, 13, 18, 21)]
+    table = _table(settings_for([0, 1, 2]), entries, elapsed=1800.0)
+    # Reward curve ends: the mean of steps 1-5 and of steps 16-20.
+    assert table["rows"] == [
+        [0, 13, 17, 20, 3, "-0.35 -> 0.40", 10.0],
+        [1, 13, 16, 19, 3, "-0.35 -> 0.40", 10.0],
+        [2, 13, 18, 21, 3, "-0.35 -> 0.40", 10.0],
+        ["mean +- std", "13.0 +- 0.0", "17.0 +- 1.0", "20.0 +- 1.0", "3.0 +- 0.0", "", ""],
+    ]
+    assert table["summary"] == {
+        "base": {"mean": 13.0, "std": 0.0},
+        "sft": {"mean": 17.0, "std": 1.0},
+        "grpo": {"mean": 20.0, "std": 1.0},
+        "gain": {"mean": 3.0, "std": 0.0},
+        "beyond_seed_noise": True,
+    }
+    assert table["verdict"] == (
+        "Mean catches of 30: base 13.0, SFT 17.0, SFT+GRPO 20.0; base < SFT: yes, SFT < SFT+GRPO: yes. "
+        "mean GRPO gain +3.0 catches, std 0.0 over 3 seeds: beyond seed noise (2 standard errors). "
+        f"30.0 minutes in all on {__import__('os').cpu_count()} CPUs."
+    )
+
+
+def test_a_gain_within_the_spread_is_not_beyond_seed_noise_and_partial_runs_say_so(monkeypatch):
+    monkeypatch.delenv("ENVLAB_BENCH_NOTE", raising=False)
+    # Gains 2, -1, 0: mean 0.33, std 1.53, two standard errors 1.76.
+    entries = [seed_entry(0, 13, 17, 19), seed_entry(1, 13, 17, 16), seed_entry(2, 13, 17, 17)]
+    table = _table(settings_for([0, 1, 2]), entries, elapsed=60.0)
+    assert table["summary"]["gain"] == {"mean": 0.33, "std": 1.53}
+    assert table["summary"]["beyond_seed_noise"] is False
+    assert "NOT beyond seed noise" in table["verdict"]
+    partial = _table(settings_for([0, 1, 2]), entries[:1], elapsed=60.0)
+    assert partial["verdict"].startswith("PARTIAL: 1 of 3 seeds done. ")
+    assert "one seed: no estimate of seed noise" in partial["verdict"]
+    assert len(partial["rows"]) == 1  # no mean row for one seed
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--seeds", "0,x"], "--seeds takes comma-separated integers, e.g. 0,1,2"),
+        (["--seeds", "1,1"], "--seeds: one or more distinct seeds from 0"),
+        (["--episodes", "0"], "--episodes is 1 to 200"),
+        (["--columns", "10"], "--columns is 2 to 9"),
+        (["--grpo-batch", "12"], "--num-generations (2 or more) must divide --grpo-batch"),
+        (["--url", "http://127.0.0.1:1", "--token", ""], "--url needs --token (or ENVLAB_TOKEN): POST /api/auth/token/ gives one"),
+    ],
+)  # fmt: skip
+def test_bad_options_are_refused_before_anything_starts(args, message, tmp_path, monkeypatch):
+    monkeypatch.delenv("ENVLAB_TOKEN", raising=False)
+    with pytest.raises(CommandError) as refused:
+        call_command("learning_table", *args, "--dir", str(tmp_path / "scratch"))
+    assert str(refused.value) == message
+    assert not (tmp_path / "scratch").exists()

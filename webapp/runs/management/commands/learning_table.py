@@ -1,0 +1,606 @@
+"""`python manage.py learning_table` (`make learning-table`): the guide's table, base / SFT /
+SFT + GRPO on Catch, measured through the lab's own REST API and a real worker.
+
+Per seed: build the `catch-base` demo model (seeded, for the chosen grid) -> evaluate it ->
+an SFT warm-up run on solver episodes (`grpo: null`) -> evaluate its checkpoint 0 -> a GRPO
+run from that checkpoint -> evaluate its last checkpoint. Every evaluation plays the same
+greedy, seeded episodes (`--eval-seed`). Then it prints the table (catches per row per
+seed, mean +- std over seeds, the GRPO gain against the spread between seeds) and writes it
+to bench/results/learning_table.json, from which BENCHMARKS.md's section is re-rendered.
+
+By default it runs in a scratch installation of its own, like `make bench`: a SQLite
+database, runs and models under `<var>/learning-table/`, its own Redis database, the web
+server (uvicorn), one worker (queues train and default) and the bundled catch server (the
+app's launcher, webapp.catalog.bundled), all stopped at the end; the command re-executes
+itself inside that installation. With `--url` it drives a lab that is already running,
+with `--token` (the base models are then built into this checkout's MODELS_DIR, which must
+be the lab's: same machine, same settings).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+SCRATCH_MARK = "ENVLAB_LEARNING_TABLE_SCRATCH"
+DEFAULT_REDIS_DB = 11  # the app uses 0, bench 8, the tests 9 (webapp/settings/test.py)
+CATCH_PROMPT = "Catch the ball: use move or stay."  # worker/demo_model/catch.py's prompt
+RECIPE_NAME = "catch-unfinished-minus-one"
+# A ball that has not landed when the episode ends scores -1 like a miss (the env reward
+# gives it 0, which beats a miss: a run can learn to stop calling tools).
+UNFINISHED_MINUS_ONE = [
+    {
+        "name": "outcome_or_minus_one",
+        "kind": "expression",
+        "weight": 1.0,
+        "params": {"expression": "reward if reward != 0 else -1"},
+    }
+]
+ENV_REWARD = [{"name": "env_reward", "kind": "env_reward", "weight": 1.0}]
+TERMINAL = ("succeeded", "failed", "cancelled")
+# How long each service may take to come up (a loaded 2-core machine takes minutes to import torch).
+START_SECONDS = 300.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    seeds: list[int]
+    episodes: int
+    eval_seed: int
+    rows: int
+    columns: int
+    warmup_episodes: int
+    warmup_epochs: int
+    warmup_learning_rate: float
+    grpo_steps: int
+    grpo_batch: int
+    num_generations: int
+    grpo_learning_rate: float
+    temperature: float
+    max_completion_length: int
+    tool_rounds: int
+    reward: str
+    quick: bool
+
+    def base_recipe(self) -> Any:
+        from worker.demo_model.training import RECIPES
+
+        recipe = dataclasses.replace(RECIPES["catch-base"], rows=self.rows, columns=self.columns)
+        if self.quick:  # a smoke check: a model that barely learned the format
+            recipe = dataclasses.replace(
+                recipe, train_examples=48, max_steps=12, cooldown_steps=4, warmup_steps=2,
+                eval_samples=2,
+            )
+        return recipe
+
+
+QUICK = {
+    "episodes": 4, "warmup_episodes": 8, "warmup_epochs": 1, "grpo_steps": 2, "grpo_batch": 4,
+    "num_generations": 2, "max_completion_length": 96,
+}
+
+
+class Command(BaseCommand):
+    help = (
+        "Measure the guide's table on Catch (base / SFT warm-up / SFT + GRPO, catches of greedy "
+        "seeded episodes) through the REST API with a real worker; print it and record it."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (base build, warm-up, GRPO)")
+        parser.add_argument("--episodes", type=int, default=30, help="evaluation episodes per model")
+        parser.add_argument("--eval-seed", type=int, default=1000, help="seed of the evaluation episodes")
+        parser.add_argument("--rows", type=int, default=4, help="catch grid rows (moves = rows - 1)")
+        parser.add_argument("--columns", type=int, default=3, help="catch grid columns")
+        parser.add_argument("--warmup-episodes", type=int, default=300, help="solver episodes of the SFT warm-up")
+        parser.add_argument("--warmup-epochs", type=int, default=3)
+        parser.add_argument("--warmup-learning-rate", type=float, default=3e-3)
+        parser.add_argument("--grpo-steps", type=int, default=20)
+        parser.add_argument("--grpo-batch", type=int, default=16, help="completions per GRPO step")
+        parser.add_argument("--num-generations", type=int, default=8)
+        parser.add_argument("--grpo-learning-rate", type=float, default=1e-3)
+        parser.add_argument("--temperature", type=float, default=1.0)
+        parser.add_argument("--max-completion-length", type=int, default=384)
+        parser.add_argument("--tool-rounds", type=int, default=5, help="max tool-calling iterations")
+        parser.add_argument(
+            "--reward", choices=["unfinished-minus-one", "env"], default="unfinished-minus-one",
+            help="GRPO reward: the env reward with an unfinished episode scored -1 (default), or the plain env reward",
+        )
+        parser.add_argument("--quick", action="store_true", help="a tiny smoke check (minutes, numbers meaningless)")
+        parser.add_argument("--output", default="", help="where to write the JSON (default: bench/results/learning_table.json; --quick: <dir>/learning_table.quick.json)")
+        parser.add_argument("--dir", default="", help="scratch installation folder (default: <var>/learning-table)")
+        parser.add_argument("--redis-url", default="", help=f"Redis of the scratch installation (default: REDIS_URL's server, database {DEFAULT_REDIS_DB})")
+        parser.add_argument("--url", default="", help="drive the lab running at this URL instead of a scratch installation")
+        parser.add_argument("--token", default=os.environ.get("ENVLAB_TOKEN", ""), help="API token for --url (default: $ENVLAB_TOKEN)")
+        parser.add_argument("--environment", type=int, default=0, help="with --url: the catch environment's id (default: the one named 'catch')")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        chosen = _settings(options)
+        if options["url"]:
+            if not options["token"]:
+                raise CommandError("--url needs --token (or ENVLAB_TOKEN): POST /api/auth/token/ gives one")
+            api = HttpApi(options["url"], options["token"])
+            output = _output_path(options, chosen, scratch=None)
+            self._measure(api, chosen, output, environment=options["environment"] or None)
+            return
+        scratch = Path(options["dir"] or Path(settings.VAR_DIR) / "learning-table").resolve()
+        if os.environ.get(SCRATCH_MARK) != str(scratch):
+            self._reexec(scratch, options)
+            return
+        self._in_scratch(scratch, chosen, _output_path(options, chosen, scratch=scratch))
+
+    # --- the scratch installation ------------------------------------------------------
+
+    def _reexec(self, scratch: Path, options: dict[str, Any]) -> None:
+        """Run this command again with the scratch installation's settings."""
+        scratch.mkdir(parents=True, exist_ok=True)
+        db = scratch / "db.sqlite3"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        env = {
+            **os.environ,
+            SCRATCH_MARK: str(scratch),
+            "DJANGO_SETTINGS_MODULE": "webapp.settings.local",
+            "ENVLAB_VAR_DIR": str(scratch),
+            "DATABASE_URL": f"sqlite:///{db}",
+            "REDIS_URL": _redis_url(options["redis_url"]),
+            # The scratch models folder keeps built base models between runs of the command.
+            "ENVLAB_MODELS_DIR": str(scratch / "models"),
+            "ENVLAB_RUNS_DIR": str(scratch / "runs"),
+            "HF_HUB_OFFLINE": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "PYTHONUNBUFFERED": "1",
+            "DEBUG": "0",
+        }
+        # The worker is the one busy process while it trains (the base build runs before).
+        env.setdefault("ENVLAB_TORCH_THREADS", "2")
+        env.pop("CELERY_BROKER_URL", None)
+        argv = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "learning_table"]
+        for name in ("seeds", "episodes", "eval_seed", "rows", "columns", "warmup_episodes",
+                     "warmup_epochs", "warmup_learning_rate", "grpo_steps", "grpo_batch",
+                     "num_generations", "grpo_learning_rate", "temperature", "max_completion_length",
+                     "tool_rounds", "reward", "output", "dir"):
+            value = options[name] if name != "dir" else str(scratch)
+            if value not in ("", None):
+                argv += [f"--{name.replace('_', '-')}", str(value)]
+        if options["quick"]:
+            argv.append("--quick")
+        code = subprocess.call(argv, cwd=settings.BASE_DIR, env=env)
+        if code:
+            raise CommandError(f"the learning table failed (exit {code}); logs in {scratch / 'log'}")
+
+    def _in_scratch(self, scratch: Path, chosen: Settings, output: Path) -> None:
+        import redis
+        from django.core.management import call_command
+
+        started = time.monotonic()
+        call_command("migrate", verbosity=0)
+        redis.Redis.from_url(settings.REDIS_URL).flushdb()
+        token = _scratch_token()
+        log_dir = scratch / "log"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        port = _free_port()
+        services: list[subprocess.Popen[bytes]] = []
+        from webapp.catalog.bundled import bundled_start, bundled_stop
+
+        try:
+            services.append(_spawn("web", [sys.executable, "-m", "uvicorn", "webapp.asgi:application",
+                                           "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+                                   log_dir))
+            services.append(_spawn("worker", [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker",
+                                              "-Q", "train,default", "-n", "learning-table@%h", "--concurrency", "1",
+                                              "--prefetch-multiplier", "1", "--loglevel", "INFO",
+                                              "--without-gossip", "--without-mingle"], log_dir))
+            capacity = max(16, chosen.grpo_batch * 2)
+            server = bundled_start(key="catch", capacity=capacity, wait=START_SECONDS)
+            if server.status != "running":
+                raise CommandError(f"the catch server did not start: {server.last_error}")
+            self._say(started, f"scratch installation in {scratch}: web :{port}, worker, catch at {server.url} "
+                               f"(logs in {log_dir})")
+            api = HttpApi(f"http://127.0.0.1:{port}", token)
+            _wait(lambda: api.ok("/login/"), START_SECONDS, "the web server", services)
+            _wait(lambda: bool(api.get("/api/workers/")), START_SECONDS, "the worker's heartbeat", services)
+            response = api.post("/api/environments/", {"name": "catch", "base_url": server.url,
+                                                        "capacity": capacity})
+            self._measure(api, chosen, output, environment=int(response["id"]), started=started,
+                          services=services)
+        finally:
+            for process in reversed(services):
+                _stop(process)
+            bundled_stop(key="catch")
+
+    # --- the recipe -------------------------------------------------------------------
+
+    def _say(self, started: float, message: str) -> None:
+        self.stdout.write(f"[{time.monotonic() - started:7.1f}s] {message}")
+        self.stdout.flush()
+
+    def _measure(self, api: HttpApi, chosen: Settings, output: Path, *, environment: int | None,
+                 started: float | None = None, services: list[Any] | None = None) -> None:
+        started = started if started is not None else time.monotonic()
+        say = lambda message: self._say(started, message)  # noqa: E731
+        if environment is None:
+            named = [e for e in api.get("/api/environments/") if e.get("name") == "catch"]
+            if not named:
+                raise CommandError("no environment named 'catch' in that lab: give --environment")
+            environment = int(named[0]["id"])
+        rewards = self._rewards(api, chosen)
+        reset = {"rows": chosen.rows, "columns": chosen.columns}
+        per_seed = []
+        for seed in chosen.seeds:
+            seed_started = time.monotonic()
+            say(f"seed {seed}: building the catch-base model ({chosen.rows}x{chosen.columns})")
+            base = self._base_model(chosen, seed, say)
+            phases: dict[str, Any] = {}
+            phases["base"] = self._evaluate(api, chosen, environment, base, reset, say, services, f"seed {seed} base")
+            sft = api.post("/api/runs/", {
+                "name": f"learning-table-sft-s{seed}",
+                "model": base,
+                "environments": [{"environment": environment, "name": "catch", "prompt": CATCH_PROMPT,
+                                  "rows": chosen.warmup_episodes, "reset": reset}],
+                "warmup": {"kind": "sft", "source": "solver", "episodes": chosen.warmup_episodes,
+                           "epochs": chosen.warmup_epochs, "learning_rate": chosen.warmup_learning_rate,
+                           "per_device_train_batch_size": 8, "seed": seed},
+                "grpo": None,
+                "wait_for_worker": True,
+            })
+            say(f"seed {seed}: SFT warm-up run {sft['id']} queued")
+            sft_run = self._wait_run(api, int(sft["id"]), say, services)
+            phases["sft"] = {"run": sft_run["id"], "steps": sft_run["step"],
+                             **self._evaluate(api, chosen, environment, {"run": sft_run["id"], "checkpoint": 0},
+                                              reset, say, services, f"seed {seed} SFT")}
+            grpo = api.post("/api/runs/", {
+                "name": f"learning-table-grpo-s{seed}",
+                "model": {"run": sft_run["id"], "checkpoint": 0},
+                "environments": [{"environment": environment, "name": "catch", "prompt": CATCH_PROMPT,
+                                  "rows": max(64, chosen.grpo_steps * chosen.grpo_batch // chosen.num_generations),
+                                  "reset": reset}],
+                "rewards": rewards,
+                "grpo": {"num_generations": chosen.num_generations, "max_steps": chosen.grpo_steps,
+                         "learning_rate": chosen.grpo_learning_rate,
+                         "per_device_train_batch_size": chosen.grpo_batch, "gradient_accumulation_steps": 1,
+                         "max_completion_length": chosen.max_completion_length,
+                         "max_tool_calling_iterations": chosen.tool_rounds, "beta": 0.0,
+                         "temperature": chosen.temperature, "seed": seed, "save_steps": chosen.grpo_steps},
+                "wait_for_worker": True,
+            })
+            say(f"seed {seed}: GRPO run {grpo['id']} queued (from run {sft_run['id']} checkpoint 0)")
+            grpo_run = self._wait_run(api, int(grpo["id"]), say, services)
+            curve = api.get(f"/api/runs/{grpo_run['id']}/metrics/?key=reward&max_points=100000")["series"].get("reward", [])
+            phases["grpo"] = {"run": grpo_run["id"], "steps": grpo_run["step"], "reward_curve": curve,
+                              **self._evaluate(api, chosen, environment, {"run": grpo_run["id"], "checkpoint": "last"},
+                                               reset, say, services, f"seed {seed} SFT+GRPO")}
+            phases["seconds"] = round(time.monotonic() - seed_started, 1)
+            per_seed.append({"seed": seed, **phases})
+            say(f"seed {seed}: base {phases['base']['catches']}, SFT {phases['sft']['catches']}, "
+                f"SFT+GRPO {phases['grpo']['catches']} of {chosen.episodes} ({phases['seconds'] / 60:.1f} min)")
+            if len(per_seed) < len(chosen.seeds):  # what is done so far, should the rest not finish
+                self._record(chosen, per_seed, output, started, say, final=False)
+        self._record(chosen, per_seed, output, started, say, final=True)
+
+    def _record(self, chosen: Settings, per_seed: list[dict[str, Any]], output: Path, started: float,
+                say: Any, *, final: bool) -> None:
+        table = _table(chosen, per_seed, elapsed=time.monotonic() - started)
+        if final:
+            self.stdout.write("\n" + _text_table(table) + "\n")
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(table, indent=2) + "\n")
+        say(f"{'written' if final else f'{len(per_seed)} of {len(chosen.seeds)} seeds written'} to {output}")
+        if output.resolve() == _default_output().resolve():
+            _render_benchmarks()
+            say("BENCHMARKS.md re-rendered")
+
+    def _rewards(self, api: HttpApi, chosen: Settings) -> Any:
+        if chosen.reward == "env":
+            return ENV_REWARD
+        body = {"name": RECIPE_NAME, "description": "Catch: the env reward, an unfinished episode -1",
+                "terms": UNFINISHED_MINUS_ONE}
+        existing = [r for r in api.get("/api/reward-recipes/") if r.get("name") == RECIPE_NAME]
+        recipe = api.put(f"/api/reward-recipes/{existing[0]['id']}/", body) if existing else api.post(
+            "/api/reward-recipes/", body)
+        return {"recipe": int(recipe["id"])}
+
+    def _base_model(self, chosen: Settings, seed: int, say: Any) -> str:
+        """demo:catch-base-<rows>x<columns>[-quick]-s<seed>, built unless that build exists."""
+        from worker.demo_model import build_demo_model, demo_model_path, is_built, read_manifest
+
+        recipe = chosen.base_recipe()
+        name = f"catch-base-{chosen.rows}x{chosen.columns}{'-quick' if chosen.quick else ''}-s{seed}"
+        path = demo_model_path(name, settings.MODELS_DIR)
+        if is_built(path):
+            manifest = read_manifest(path)
+            if manifest.get("recipe") == dataclasses.asdict(recipe) and manifest.get("seed") == seed:
+                say(f"  demo:{name} already built with this recipe and seed: reused")
+                return f"demo:{name}"
+        build_demo_model(path, variant="catch-base", seed=seed, recipe=recipe,
+                         progress=lambda message: say(f"  {message}"))
+        return f"demo:{name}"
+
+    def _evaluate(self, api: HttpApi, chosen: Settings, environment: int, model: Any, reset: dict[str, int],
+                  say: Any, services: list[Any] | None, what: str) -> dict[str, Any]:
+        created = api.post("/api/evaluations/", {
+            "environment": environment, "models": [model], "episodes": chosen.episodes,
+            "seed": chosen.eval_seed, "prompt": CATCH_PROMPT, "reset": reset,
+            "max_completion_length": chosen.max_completion_length,
+            "max_tool_calling_iterations": chosen.tool_rounds,
+        })
+        say(f"{what}: evaluation {created['id']} queued ({chosen.episodes} greedy episodes)")
+        evaluation = _wait(lambda: _finished(api.get(f"/api/evaluations/{created['id']}/")), 3600,
+                           f"evaluation {created['id']}", services)
+        if evaluation["status"] != "succeeded":
+            raise CommandError(f"evaluation {created['id']} {evaluation['status']}: {evaluation['error']}")
+        row = evaluation["results"][0]
+        say(f"{what}: {row['catches']} of {row['episodes']} caught (mean reward {row['mean_reward']:.3f})")
+        return {"evaluation": evaluation["id"], "catches": int(row["catches"]), "mean_reward": row["mean_reward"],
+                "tool_calls": row["tool_calls"], "tool_failures": row["tool_failures"]}
+
+    def _wait_run(self, api: HttpApi, run_id: int, say: Any, services: list[Any] | None) -> dict[str, Any]:
+        seen = [-1]
+
+        def finished() -> dict[str, Any] | None:
+            run = api.get(f"/api/runs/{run_id}/")
+            if run["step"] != seen[0] and run["step"] and run["step"] % 5 == 0:
+                seen[0] = run["step"]
+                say(f"  run {run_id}: {run.get('phase', '')} step {run['step']}/{run['max_steps']}")
+            return run if run["status"] in TERMINAL else None
+
+        run = _wait(finished, 7200, f"run {run_id}", services)
+        if run["status"] != "succeeded":
+            raise CommandError(f"run {run_id} {run['status']}: {run.get('error')}")
+        say(f"  run {run_id} succeeded at step {run['step']}")
+        return run
+
+
+# --- helpers --------------------------------------------------------------------------
+
+
+class HttpApi:
+    """The lab's REST API over HTTP with a token (requests, never through a proxy)."""
+
+    def __init__(self, url: str, token: str) -> None:
+        import requests
+
+        self.url = url.rstrip("/")
+        self.session = requests.Session()
+        self.session.trust_env = False
+        self.session.headers["Authorization"] = f"Token {token}"
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        response = self.session.request(method, self.url + path, json=body, timeout=60)
+        if response.status_code >= 400:
+            raise CommandError(f"{method} {path}: HTTP {response.status_code}: {response.text[:2000]}")
+        return response.json()
+
+    def get(self, path: str) -> Any:
+        return self._call("GET", path)
+
+    def post(self, path: str, body: Any) -> Any:
+        return self._call("POST", path, body)
+
+    def put(self, path: str, body: Any) -> Any:
+        return self._call("PUT", path, body)
+
+    def ok(self, path: str) -> bool:
+        import requests
+
+        try:
+            return self.session.get(self.url + path, timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+
+def _settings(options: dict[str, Any]) -> Settings:
+    try:
+        seeds = [int(s) for s in str(options["seeds"]).split(",") if s.strip()]
+    except ValueError:
+        raise CommandError("--seeds takes comma-separated integers, e.g. 0,1,2") from None
+    if not seeds or len(set(seeds)) != len(seeds) or any(not 0 <= s < 2**31 for s in seeds):
+        raise CommandError("--seeds: one or more distinct seeds from 0")
+    values = {key: options[key] for key in (
+        "episodes", "eval_seed", "rows", "columns", "warmup_episodes", "warmup_epochs",
+        "warmup_learning_rate", "grpo_steps", "grpo_batch", "num_generations", "grpo_learning_rate",
+        "temperature", "max_completion_length", "tool_rounds", "reward")}
+    if options["quick"]:
+        # Only what was left at its default shrinks: a flag given explicitly wins.
+        parser_defaults = {"episodes": 30, "warmup_episodes": 300, "warmup_epochs": 3, "grpo_steps": 20,
+                           "grpo_batch": 16, "num_generations": 8, "max_completion_length": 384}
+        for key, small in QUICK.items():
+            if values[key] == parser_defaults[key]:
+                values[key] = small
+    chosen = Settings(seeds=seeds, quick=bool(options["quick"]), **values)
+    checks = [
+        (1 <= chosen.episodes <= 200, "--episodes is 1 to 200"),
+        (3 <= chosen.rows <= 20, "--rows is 3 to 20"),
+        (2 <= chosen.columns <= 9, "--columns is 2 to 9"),
+        (1 <= chosen.warmup_episodes <= 4096, "--warmup-episodes is 1 to 4096"),
+        (1 <= chosen.warmup_epochs <= 100, "--warmup-epochs is 1 to 100"),
+        (1 <= chosen.grpo_steps <= 10_000, "--grpo-steps is 1 to 10000"),
+        (chosen.num_generations >= 2 and chosen.grpo_batch % chosen.num_generations == 0,
+         "--num-generations (2 or more) must divide --grpo-batch"),
+        (0 <= chosen.eval_seed < 2**31, "--eval-seed is 0 or more"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise CommandError(message)
+    return chosen
+
+
+def _default_output() -> Path:
+    return Path(settings.BASE_DIR) / "bench" / "results" / "learning_table.json"
+
+
+def _output_path(options: dict[str, Any], chosen: Settings, *, scratch: Path | None) -> Path:
+    if options["output"]:
+        return Path(options["output"]).resolve()
+    if chosen.quick:
+        return (scratch or Path(settings.VAR_DIR)) / "learning_table.quick.json"
+    return _default_output()
+
+
+def _redis_url(given: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    if given:
+        return given
+    parts = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
+    return urlunsplit((parts.scheme or "redis", parts.netloc or "127.0.0.1:6379", f"/{DEFAULT_REDIS_DB}", "", ""))
+
+
+def _scratch_token() -> str:
+    from django.contrib.auth import get_user_model
+    from knox.models import AuthToken
+
+    user, _ = get_user_model().objects.get_or_create(username="learning-table")
+    _, token = AuthToken.objects.create(user=user)
+    return str(token)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _spawn(name: str, args: list[str], log_dir: Path) -> subprocess.Popen[bytes]:
+    log = open(log_dir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
+    return subprocess.Popen(args, cwd=settings.BASE_DIR, env=dict(os.environ), stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+    except ProcessLookupError:
+        pass
+
+
+def _finished(evaluation: dict[str, Any]) -> dict[str, Any] | None:
+    return evaluation if evaluation["status"] in TERMINAL else None
+
+
+def _wait(predicate: Any, timeout: float, what: str, services: list[Any] | None) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        for process in services or []:
+            if process.poll() is not None:
+                raise CommandError(f"{' '.join(process.args[:4])} exited with {process.returncode} "
+                                   f"while waiting for {what}; see its log")
+        if time.monotonic() > deadline:
+            raise CommandError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(1.0)
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def _reward_ends(curve: list[list[float]], width: int = 5) -> tuple[float | None, float | None]:
+    values = [float(v) for _, v in curve]
+    if not values:
+        return None, None
+    width = max(1, min(width, len(values) // 2 or 1))
+    return statistics.mean(values[:width]), statistics.mean(values[-width:])
+
+
+def _table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: float) -> dict[str, Any]:
+    """The JSON of bench/results/learning_table.json: the keys BENCHMARKS.md's renderer reads
+    (date, environment, episodes, how, sft, grpo, columns, rows, verdict), then the details."""
+    import platform
+
+    columns = ["seed", "base", "SFT", "SFT+GRPO", "GRPO - SFT", "GRPO reward, first -> last 5 steps", "minutes"]
+    rows: list[list[Any]] = []
+    for entry in per_seed:
+        first, last = _reward_ends(entry["grpo"]["reward_curve"])
+        rows.append([entry["seed"], entry["base"]["catches"], entry["sft"]["catches"], entry["grpo"]["catches"],
+                     entry["grpo"]["catches"] - entry["sft"]["catches"],
+                     "" if first is None else f"{first:.2f} -> {last:.2f}", round(entry["seconds"] / 60, 1)])
+    summary: dict[str, Any] = {}
+    for index, key in ((1, "base"), (2, "sft"), (3, "grpo"), (4, "gain")):
+        mean, std = _mean_std([float(r[index]) for r in rows])
+        summary[key] = {"mean": round(mean, 2), "std": round(std, 2)}
+    if len(rows) > 1:
+        rows.append(["mean +- std", *(f"{summary[k]['mean']:.1f} +- {summary[k]['std']:.1f}"
+                                      for k in ("base", "sft", "grpo", "gain")), "", ""])
+    gain, spread = summary["gain"]["mean"], summary["gain"]["std"]
+    base, sft = summary["base"]["mean"], summary["sft"]["mean"]
+    n = len(per_seed)
+    if n < 2:
+        noise = "one seed: no estimate of seed noise (run --seeds 0,1,2)"
+        beyond = False
+    else:
+        # Beyond seed noise: the mean gain at least twice its standard error over seeds, and positive.
+        beyond = gain > 0 and gain >= 2 * spread / n**0.5
+        noise = (f"mean GRPO gain {gain:+.1f} catches, std {spread:.1f} over {n} seeds: "
+                 f"{'beyond' if beyond else 'NOT beyond'} seed noise (2 standard errors)")
+    done = "" if n == len(chosen.seeds) else f"PARTIAL: {n} of {len(chosen.seeds)} seeds done. "
+    verdict = (f"{done}{'quick smoke check, numbers meaningless. ' if chosen.quick else ''}"
+               f"Mean catches of {chosen.episodes}: base {base:.1f}, SFT {sft:.1f}, SFT+GRPO {summary['grpo']['mean']:.1f}; "
+               f"base < SFT: {'yes' if sft > base else 'no'}, SFT < SFT+GRPO: {'yes' if gain > 0 else 'no'}. {noise}. "
+               f"{elapsed / 60:.1f} minutes in all on {os.cpu_count()} CPUs"
+               f"{' (' + os.environ['ENVLAB_BENCH_NOTE'] + ')' if os.environ.get('ENVLAB_BENCH_NOTE') else ''}.")
+    reward = ("the env reward with an unfinished episode scored -1 (expression `reward if reward != 0 else -1`)"
+              if chosen.reward == "unfinished-minus-one" else "the plain env reward (+1 caught, -1 missed, 0 unfinished)")
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "environment": f"catch, {chosen.rows} rows x {chosen.columns} columns ({chosen.rows - 1} moves), bundled server",
+        "episodes": f"{chosen.episodes} greedy episodes, evaluation seed {chosen.eval_seed} (the same episodes for every model)",
+        "how": ("`python manage.py learning_table` (make learning-table): base `catch-base` demo model built per seed, "
+                "the lab's SFT warm-up run (`grpo: null`), GRPO run from its checkpoint 0, and evaluations, "
+                "all through the REST API and one Celery worker"),
+        "sft": (f"{chosen.warmup_episodes} solver episodes, {chosen.warmup_epochs} epochs, "
+                f"lr {chosen.warmup_learning_rate:g}, batch 8"),
+        "grpo": (f"{chosen.grpo_steps} steps, batch {chosen.grpo_batch}, {chosen.num_generations} generations, "
+                 f"lr {chosen.grpo_learning_rate:g}, beta 0, temperature {chosen.temperature:g}, "
+                 f"max_completion_length {chosen.max_completion_length}, {chosen.tool_rounds} tool rounds; reward: {reward}"),
+        "columns": columns,
+        "rows": rows,
+        "verdict": verdict,
+        "seeds": chosen.seeds,
+        "summary": {**summary, "beyond_seed_noise": beyond},
+        "per_seed": per_seed,
+        "settings": dataclasses.asdict(chosen),
+        "elapsed_seconds": round(elapsed, 1),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine()},
+    }
+
+
+def _text_table(table: dict[str, Any]) -> str:
+    cells = [table["columns"], *[[str(c) for c in row] for row in table["rows"]]]
+    widths = [max(len(str(row[i])) for row in cells) for i in range(len(table["columns"]))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:], "", table["verdict"]])
+
+
+def _render_benchmarks() -> None:
+    """BENCHMARKS.md again, from every bench/results/*.json (bench/__main__.py's renderer)."""
+    from bench.__main__ import BENCHMARKS, render
+
+    root = Path(settings.BASE_DIR)
+    results = {}
+    for name in BENCHMARKS:
+        path = root / "bench" / "results" / f"{name}.json"
+        if path.exists():
+            results[name] = json.loads(path.read_text())
+    (root / "BENCHMARKS.md").write_text(render(results))
