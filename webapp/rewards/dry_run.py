@@ -100,31 +100,47 @@ def _parse(data: Any) -> tuple[Any, DryRunExtras]:
     return request, extras
 
 
+def recipe_version_or_refuse(recipe: RewardRecipe, number: int | None) -> Any:
+    """The recipe's version `number` (its latest for None), or a 400 naming `version`."""
+    version = recipe_version(recipe=recipe, number=number)
+    if version is None:
+        raise RunConfigError({"version": [f"reward recipe '{recipe.name}' has no version {number}"]})
+    return version
+
+
+def recipe_job_params(
+    *, recipe: RewardRecipe, version: Any, environment: Any, key: str, name: str | None, request: Any
+) -> dict[str, Any]:
+    """What every job that plays a recipe's episodes records (dry runs, learnability): the pinned
+    version's terms, the environment, its run-local name, the prompt and the seed."""
+    return {
+        "recipe": recipe.pk,
+        "recipe_name": recipe.name,
+        "version": version.number,
+        "terms": terms_dump([RewardTerm.model_validate(term) for term in version.terms]),
+        "environment": environment.pk,
+        "environment_name": environment.name,
+        "environment_key": key,
+        "name": job_env_name(name, environment),
+        "prompt": request.prompt if request.prompt is not None else DEFAULT_PROMPTS[key],
+        "seed": request.seed,
+    }
+
+
 def recipe_dry_run_create(*, owner: AbstractBaseUser, recipe: RewardRecipe, data: Any) -> Job:
     """Validate and queue a dry run of `recipe` (a version of it); a refused request writes nothing."""
     request, extras = _parse(data)
-    version = recipe_version(recipe=recipe, number=extras.version)
-    if version is None:
-        raise RunConfigError({"version": [f"reward recipe '{recipe.name}' has no version {extras.version}"]})
+    version = recipe_version_or_refuse(recipe, extras.version)
     environment, key, entries, errors = evaluation_check(request=request, user=owner)
     errors = {_RENAMED.get(k, k): v for k, v in errors.items()}
     if errors or environment is None:
         raise RunConfigError(errors)
-    terms = [RewardTerm.model_validate(term) for term in version.terms]
     params = {
-        "recipe": recipe.pk,
-        "recipe_name": recipe.name,
-        "version": version.number,
-        "terms": terms_dump(terms),
-        "environment": environment.pk,
-        "environment_name": environment.name,
-        "environment_key": key,
-        "name": job_env_name(extras.name, environment),
-        "prompt": request.prompt if request.prompt is not None else DEFAULT_PROMPTS[key],
+        **recipe_job_params(recipe=recipe, version=version, environment=environment, key=key,
+                            name=extras.name, request=request),
         "policy": entries[0],
         "groups": extras.groups,
         "group_size": extras.group_size,
-        "seed": request.seed,
         "temperature": extras.temperature,
         "max_completion_length": request.max_completion_length,
         "max_tool_calling_iterations": request.max_tool_calling_iterations,

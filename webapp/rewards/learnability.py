@@ -116,18 +116,13 @@ def _parse(data: Any) -> tuple[Any, LearnabilityExtras]:
 
 def recipe_learnability_create(*, owner: AbstractBaseUser, recipe: Any, data: Any) -> Any:
     """Validate and queue a learnability job for `recipe` (a version of it) on an environment."""
-    from webapp.evaluations.config import DEFAULT_PROMPTS
     from webapp.evaluations.services import evaluation_check
     from webapp.jobs.services import job_create
-    from webapp.rewards.dry_run import job_env_name
-    from webapp.rewards.selectors import recipe_version
-    from webapp.rewards.terms import terms_dump
+    from webapp.rewards.dry_run import recipe_job_params, recipe_version_or_refuse
     from webapp.runs.config import RunConfigError
 
     request, extras = _parse(data)
-    version = recipe_version(recipe=recipe, number=extras.version)
-    if version is None:
-        raise RunConfigError({"version": [f"reward recipe '{recipe.name}' has no version {extras.version}"]})
+    version = recipe_version_or_refuse(recipe, extras.version)
     environment, key, _entries, found = evaluation_check(request=request, user=owner)
     errors: dict[str, list[str]] = {}
     for field, messages in found.items():
@@ -135,19 +130,10 @@ def recipe_learnability_create(*, owner: AbstractBaseUser, recipe: Any, data: An
         errors.setdefault("environment" if field.startswith("models") else field, []).extend(messages)
     if errors or environment is None:
         raise RunConfigError(errors)
-    terms = [RewardTerm.model_validate(term) for term in version.terms]
     params = {
-        "recipe": recipe.pk,
-        "recipe_name": recipe.name,
-        "version": version.number,
-        "terms": terms_dump(terms),
-        "environment": environment.pk,
-        "environment_name": environment.name,
-        "environment_key": key,
-        "name": job_env_name(extras.name, environment),
-        "prompt": request.prompt if request.prompt is not None else DEFAULT_PROMPTS[key],
+        **recipe_job_params(recipe=recipe, version=version, environment=environment, key=key,
+                            name=extras.name, request=request),
         "episodes": extras.episodes,
-        "seed": request.seed,
     }
     return job_create(owner=owner, kind=KIND, params=params, total=2 * extras.episodes)
 
