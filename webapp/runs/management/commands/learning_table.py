@@ -138,13 +138,13 @@ class Command(BaseCommand):
             return
         scratch = Path(options["dir"] or Path(settings.VAR_DIR) / "learning-table").resolve()
         if os.environ.get(SCRATCH_MARK) != str(scratch):
-            self._reexec(scratch, options)
+            self._rerun_in_scratch(scratch, options)
             return
         self._in_scratch(scratch, chosen, _output_path(options, chosen, scratch=scratch))
 
     # --- the scratch installation ------------------------------------------------------
 
-    def _reexec(self, scratch: Path, options: dict[str, Any]) -> None:
+    def _rerun_in_scratch(self, scratch: Path, options: dict[str, Any]) -> None:
         """Run this command again with the scratch installation's settings."""
         scratch.mkdir(parents=True, exist_ok=True)
         db = scratch / "db.sqlite3"
