@@ -88,15 +88,17 @@ def model_spec(text: str) -> str | dict[str, Any]:
     return {"run": int(match.group(1)), "checkpoint": step if step == "last" else int(step)}
 
 
-def _default(field: str) -> Any:
-    return GRPOSettings.model_fields[field].get_default(call_default_factory=True)
+def _number_field(settings: type[Any], name: str, label: str | None = None) -> forms.Field:
+    """An optional number input for a numeric field of a config model: its default shown,
+    its description as help; left blank, the schema's default applies."""
+    info = settings.model_fields[name]
+    default = info.get_default(call_default_factory=True)
+    kind = forms.FloatField if isinstance(default, float) else forms.IntegerField
+    return kind(required=False, initial=default, label=label, help_text=info.description or "")
 
 
 def _grpo_field(name: str) -> forms.Field:
-    help_text = GRPOSettings.model_fields[name].description or ""
-    if isinstance(_default(name), float):
-        return forms.FloatField(required=False, initial=_default(name), help_text=help_text)
-    return forms.IntegerField(required=False, initial=_default(name), help_text=help_text)
+    return _number_field(GRPOSettings, name)
 
 
 def _alert_field(name: str) -> forms.Field:
@@ -113,17 +115,11 @@ def _alert_field(name: str) -> forms.Field:
             required=False, initial=default, choices=[(k, k.replace("_", " ")) for k in ALERT_KINDS],
             widget=forms.CheckboxSelectMultiple, label="Stop the run on", help_text=help_text,
         )
-    label = name.replace("_", " ").capitalize()
-    if isinstance(default, float):
-        return forms.FloatField(required=False, initial=default, label=label, help_text=help_text)
-    return forms.IntegerField(required=False, initial=default, label=label, help_text=help_text)
+    return _number_field(AlertSettings, name, name.replace("_", " ").capitalize())
 
 
 def _warmup_field(name: str) -> forms.Field:
-    info = WarmupSettings.model_fields[name]
-    default = info.get_default(call_default_factory=True)
-    help_text = info.description or ""
-    label = "Warm-up " + name.replace("_", " ")
+    help_text = WarmupSettings.model_fields[name].description or ""
     if name == "source":
         return forms.ChoiceField(
             required=False, initial="solver", label="Warm-up episodes from",
@@ -131,9 +127,7 @@ def _warmup_field(name: str) -> forms.Field:
         )
     if name == "run":
         return forms.IntegerField(required=False, min_value=1, label="Warm-up run id", help_text=help_text)
-    if isinstance(default, float):
-        return forms.FloatField(required=False, initial=default, label=label, help_text=help_text)
-    return forms.IntegerField(required=False, initial=default, label=label, help_text=help_text)
+    return _number_field(WarmupSettings, name, "Warm-up " + name.replace("_", " "))
 
 
 class RecipeChoiceField(forms.ModelChoiceField):
