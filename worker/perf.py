@@ -1,9 +1,10 @@
 """Throughput and GPU memory per step, merged into the step's metrics (`perf/*`):
 
   perf/generated_tokens_per_s  completion tokens the model generated in the step's generation
-                               batches, over the seconds those batches took (tool calls included)
-  perf/gpu_memory_gib          peak CUDA memory allocated by this process during the step
-                               (only where CUDA is in use)
+                               batches, over the seconds those batches took (tool calls included),
+                               summed over the run's training processes
+  perf/gpu_memory_gib          peak CUDA memory allocated during the step, on the fullest GPU
+                               of the run's training processes (only where CUDA is in use)
 
 The trainer hands each generation batch to `PerfMeter.generation`; the telemetry callback takes
 `drain()` at every log. Never raises into training (the callers guard it too)."""
@@ -31,17 +32,32 @@ class PerfMeter:
             self._tokens += tokens
 
     def drain(self) -> dict[str, float]:
+        return perf_metrics([self.take()])
+
+    def take(self) -> dict[str, float | int | None]:
+        """This process's tokens, seconds and peak memory since the last take (plain data, for
+        the first training process to combine with the others' in `perf_metrics`)."""
         with self._lock:
             tokens, seconds = self._tokens, self._seconds
             self._tokens, self._seconds = 0, 0.0
-        out: dict[str, float] = {}
-        if seconds > 0 and tokens > 0:
-            out["perf/generated_tokens_per_s"] = tokens / seconds
-        if self.cuda:
-            memory = _cuda_peak_gib()
-            if memory is not None:
-                out["perf/gpu_memory_gib"] = memory
-        return out
+        return {"tokens": tokens, "seconds": seconds, "gpu_memory_gib": _cuda_peak_gib() if self.cuda else None}
+
+
+def perf_metrics(parts: list[dict[str, float | int | None]]) -> dict[str, float]:
+    """The step's perf metrics from every training process's `take()`: the processes generate
+    side by side, so the run's rate is the sum of theirs; the memory is the fullest GPU's."""
+    out: dict[str, float] = {}
+    rates = [
+        float(part["tokens"] or 0) / float(part["seconds"])
+        for part in parts
+        if (part.get("seconds") or 0) > 0 and (part.get("tokens") or 0) > 0
+    ]
+    if rates:
+        out["perf/generated_tokens_per_s"] = sum(rates)
+    memory = [float(part["gpu_memory_gib"]) for part in parts if part.get("gpu_memory_gib") is not None]
+    if memory:
+        out["perf/gpu_memory_gib"] = max(memory)
+    return out
 
 
 def completion_tokens(output: dict[str, Any]) -> int:

@@ -9,7 +9,7 @@ import shutil
 import time
 import traceback
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +42,10 @@ from webapp.runs.services import (  # noqa: E402
     run_warmup_done,
 )
 from worker.datasets import episode_rows  # noqa: E402
+from worker.distributed import RankGroup  # noqa: E402
 from worker.grpo_args import grpo_config_kwargs  # noqa: E402
 from worker.health import HealthMonitor  # noqa: E402
-from worker.perf import PerfMeter, completion_tokens  # noqa: E402
+from worker.perf import PerfMeter, completion_tokens, perf_metrics  # noqa: E402
 from worker.rewards import compile_rewards, scored_episode  # noqa: E402
 from worker.telemetry import TelemetrySink  # noqa: E402
 
@@ -62,6 +63,8 @@ class CapturingGRPOTrainer(GRPOTrainer):
     envlab_sink: TelemetrySink | None = None
     envlab_health: HealthMonitor | None = None
     envlab_perf: PerfMeter | None = None
+    # This process's place among the run's training processes (None: the only one).
+    envlab_group: RankGroup | None = None
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         started = time.perf_counter()
@@ -72,10 +75,21 @@ class CapturingGRPOTrainer(GRPOTrainer):
                 perf.generation(seconds=time.perf_counter() - started, tokens=completion_tokens(output))
             except Exception:  # telemetry must never break training
                 log.exception("throughput measurement failed")
-        sink = self.envlab_sink
-        if sink is not None or toolstats.COLLECTOR.active:
+        sink, group = self.envlab_sink, self.envlab_group
+        # With several processes every one takes part (the same on all of them): TRL's logs hold
+        # the whole batch, each process's environments only its share.
+        if group is not None or sink is not None or toolstats.COLLECTOR.active:
             try:
-                rows = self._envlab_rollouts(len(inputs))
+                facts = self._envlab_episode_facts(len(inputs))
+            except Exception:  # telemetry must never break training
+                log.exception("rollout capture failed")
+                facts = [{} for _ in inputs]
+            if group is not None:
+                facts = group.gather(facts)  # every process's, in process order, as TRL gathers its logs
+                if not group.lead:
+                    return output
+            try:
+                rows = self._envlab_rollouts(facts)
                 # Calls TRL answered without a tool (an unknown name): only the transcripts show them.
                 toolstats.COLLECTOR.record_transcripts(rows, tool_names=self.envlab_tool_names())
                 if sink is not None:
@@ -90,34 +104,44 @@ class CapturingGRPOTrainer(GRPOTrainer):
         """The names of the tools TRL offers the model (every environment's)."""
         return [str(getattr(tool, "__name__", "")) for tool in self.tools or []]
 
-    def _envlab_rollouts(self, n: int) -> list[dict[str, Any]]:
+    def _envlab_episode_facts(self, n: int) -> list[dict[str, Any]]:
+        """What this process's environments know of the batch's `n` episodes (plain data)."""
+        environments = list(self.environments or [])[-n:]
+        facts = []
+        for i in range(n):
+            env = environments[i] if i < len(environments) else None
+            facts.append({
+                "env": getattr(env, "env_name", ""),
+                "seed": _episode_seed(env),
+                "episode": _episode_facts(env),
+                "lost": bool(getattr(env, "lost", False)),
+                "lost_reason": str(getattr(env, "lost_reason", "") or "")[:500],
+            })
+        return facts
+
+    def _envlab_rollouts(self, facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The batch's rollouts: TRL's logs of its newest len(facts) completions, with each
+        episode's facts."""
+        n = len(facts)
         logs = self._logs
         prompts = list(logs["prompt"])[-n:]
         completions = list(logs["completion"])[-n:]
         advantages = list(logs["advantages"])[-n:]
         rewards = {name: list(values)[-n:] for name, values in logs["rewards"].items()}
-        environments = list(self.environments or [])[-n:]
         weights = self.reward_weights.tolist()
         step = self.state.global_step + 1
         rows = []
         for i in range(len(prompts)):
-            env = environments[i] if i < len(environments) else None
             per_term = {name: _finite(values[i]) for name, values in rewards.items()}
             scored = [(w, v) for w, v in zip(weights, per_term.values(), strict=False) if v is not None]
-            prompt = _jsonable(prompts[i])
-            seed = _episode_seed(env)
             rows.append({
                 "step": step,
-                "env": getattr(env, "env_name", ""),
-                "seed": seed,
-                "episode": _episode_facts(env),
-                "prompt": prompt,
+                **facts[i],
+                "prompt": _jsonable(prompts[i]),
                 "messages": _jsonable(completions[i]),
                 "rewards": per_term,
                 "reward": sum(w * v for w, v in scored) if scored else None,
                 "advantage": _finite(advantages[i]) if i < len(advantages) else None,
-                "lost": bool(getattr(env, "lost", False)),
-                "lost_reason": str(getattr(env, "lost_reason", "") or "")[:500],
             })
         return rows
 
@@ -160,11 +184,18 @@ def _jsonable(value: Any) -> Any:
 
 
 class TelemetryCallback(TrainerCallback):
-    """Metrics at every log; cooperative stop at step end; checkpoints recorded in order."""
+    """Metrics at every log; cooperative stop at step end; checkpoints recorded in order.
 
-    def __init__(self, sink: TelemetrySink, health: HealthMonitor | None = None) -> None:
+    With several training processes (`group`), only the first has the sink and the health
+    monitor; the others send it their tool counts and throughput, and every process applies
+    the first's decision to stop, so all stop (and save) at the same step."""
+
+    def __init__(
+        self, sink: TelemetrySink | None, health: HealthMonitor | None = None, group: RankGroup | None = None
+    ) -> None:
         self.sink = sink
         self.health = health
+        self.group = group
         self.stop_reason: str | None = None
         self.stop_message = ""
         self._tool_step: int | None = None
@@ -173,7 +204,8 @@ class TelemetryCallback(TrainerCallback):
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
         if logs:
             logs = self._with_tool_metrics(state.global_step, logs)
-            self.sink.metrics(state.global_step, logs)
+            if self.sink is not None:
+                self.sink.metrics(state.global_step, logs)
             self._check_health(state.global_step, logs, control)
 
     def _with_tool_metrics(self, step: int, logs: dict[str, Any]) -> dict[str, Any]:
@@ -181,52 +213,77 @@ class TelemetryCallback(TrainerCallback):
         summary, logged at the last step again: its zeros would replace that step's counts."""
         if "train_runtime" in logs or step == self._tool_step:
             return logs
+        self._tool_step = step
+        counts: dict[str, Any] | None = None
+        perf: dict[str, Any] = {}
         try:
-            counts = toolstats.COLLECTOR.drain()
+            counts = toolstats.COLLECTOR.take()
         except Exception:  # telemetry must never break training
             log.exception("per-tool metrics failed at step %s", step)
-            return logs
-        self._tool_step = step
         try:
-            counts = {**counts, **self.perf.drain()}
+            perf = self.perf.take()
         except Exception:  # telemetry must never break training
             log.exception("perf metrics failed at step %s", step)
-        return {**logs, **counts} if counts else logs
+        parts = [(counts, perf)]
+        if self.group is not None:
+            parts = self.group.gather(parts)  # every process's, on every process
+        try:
+            values = {
+                **toolstats.counts_metrics(toolstats.merge_counts(part[0] for part in parts)),
+                **perf_metrics([part[1] for part in parts if part[1]]),
+            }
+        except Exception:  # telemetry must never break training
+            log.exception("tool and perf metrics failed at step %s", step)
+            return logs
+        return {**logs, **values} if values else logs
 
     def _check_health(self, step: int, logs: dict[str, Any], control: Any) -> None:
-        if self.health is None:
-            return
-        try:
-            for alert in self.health.observe(step, logs):
-                self.sink.alert(alert.as_event())
-        except Exception:  # a rule's bug must never break training
-            log.exception("run health check failed at step %s", step)
-            return
-        stop = self.health.stop
-        if stop is not None and self.stop_reason is None:
+        stop_message = ""
+        if self.health is not None:
+            try:
+                for alert in self.health.observe(step, logs):
+                    if self.sink is not None:
+                        self.sink.alert(alert.as_event())
+                stop = self.health.stop
+                if stop is not None and self.stop_reason is None:
+                    stop_message = f"stopped by the '{stop.kind}' alert at step {stop.step}: {stop.message}"
+            except Exception:  # a rule's bug must never break training
+                log.exception("run health check failed at step %s", step)
+        if self.group is not None and self.group.world > 1:
+            stop_message = self.group.agree(stop_message)
+        if stop_message and self.stop_reason is None:
             # on_log runs before the step's save in Trainer._maybe_log_save_evaluate: this
             # step's checkpoint is written and recorded, then training ends.
             self.stop_reason = "alert"
-            self.stop_message = f"stopped by the '{stop.kind}' alert at step {stop.step}: {stop.message}"
+            self.stop_message = stop_message
             control.should_save = True
             control.should_training_stop = True
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        self.sink.step_done(state.global_step)
-        if self.sink.lease_lost.is_set():
-            self.stop_reason = "lease_lost"
-            control.should_training_stop = True
+        reason = None
+        sink = self.sink
+        if sink is not None:
+            sink.step_done(state.global_step)
+            if sink.lease_lost.is_set():
+                reason = "lease_lost"
+            elif sink.failure_reason():
+                reason = "telemetry_failed"
+            elif sink.cancel_requested.is_set():
+                reason = "cancelled"
+        if self.group is not None and self.group.world > 1:
+            reason = self.group.agree(reason)
+        if reason is None:
+            return
+        self.stop_reason = reason
+        control.should_training_stop = True
+        if reason == "lease_lost":
             control.should_save = False  # the run's folder belongs to the worker that took it over
-        elif self.sink.failure_reason():
-            self.stop_reason = "telemetry_failed"
-            control.should_training_stop = True
-        elif self.sink.cancel_requested.is_set():
-            self.stop_reason = "cancelled"
+        elif reason == "cancelled":
             control.should_save = True
-            control.should_training_stop = True
 
     def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        self.sink.checkpoint(state.global_step)
+        if self.sink is not None:
+            self.sink.checkpoint(state.global_step)
 
 
 def _checkpoint_dir(output_dir: Path, step: int | None) -> Path | None:
@@ -378,26 +435,53 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
         run_id=run.pk, lease_owner=lease_owner, phase=Run.Phase.GRPO, step=start_step
     ):
         return "lease_lost"
+    model_source = str(warmup_dir) if config.warmup is not None else None
+    if config.ranks > 1:
+        # Several training processes (accelerate): this task starts and watches them, and
+        # they train and record the run (worker/distributed.py).
+        from worker.distributed import run_ranks
+
+        return run_ranks(
+            run=run, config=config, lease_owner=lease_owner, output_dir=output_dir, start_step=start_step,
+            resume_from=resume_from, model_source=model_source,
+        )
+    return grpo_phase(
+        run=run, config=config, lease_owner=lease_owner, output_dir=output_dir, start_step=start_step,
+        resume_from=resume_from, model_source=model_source,
+    )
+
+
+def grpo_phase(
+    *, run: Run, config: RunConfig, lease_owner: str, output_dir: Path, start_step: int,
+    resume_from: Path | None, model_source: str | None, group: RankGroup | None = None, vllm_url: str | None = None,
+) -> str:
+    """Train the GRPO phase and record how it ended. `group`: this process's place among the
+    run's training processes (None: the only one, which starts the managed vLLM server itself;
+    with several, the task that launched them did, at `vllm_url`). Only the first process
+    records anything: telemetry, the lease, alerts and the run's end; all stop at the same step."""
+    lead = group is None or group.lead
     sink = TelemetrySink(
         run_id=run.pk, lease_owner=lease_owner, heartbeat_seconds=settings.ENVLAB_HEARTBEAT_SECONDS,
         max_pending=settings.ENVLAB_TELEMETRY_MAX_PENDING, outage_seconds=settings.ENVLAB_TELEMETRY_OUTAGE_SECONDS,
-    )
-    sink.step_done(start_step)
-    health = HealthMonitor(config.alerts, tool_env=True) if config.alerts.enabled else None
-    callback = TelemetryCallback(sink, health)
+    ) if lead else None
+    if sink is not None:
+        sink.step_done(start_step)
+    health = HealthMonitor(config.alerts, tool_env=True) if lead and config.alerts.enabled else None
+    callback = TelemetryCallback(sink, health, group=group)
     status, error = Run.Status.SUCCEEDED, ""
     train_seconds = None
+    vllm = _managed_vllm(run, config, output_dir, model_source) if group is None else nullcontext(vllm_url)
     try:
-        model_source = str(warmup_dir) if config.warmup is not None else None
-        with _managed_vllm(run, config, output_dir, model_source) as vllm_url:
+        with vllm as url:
             if config.harness is not None:
                 # A loop-owning agent on a Harbor server plays the rollouts (worker/harness.py):
                 # metrics come through the callback; the agent's transcripts stay on the server.
-                trainer = _harness_trainer(run, config, output_dir, vllm_url)
+                trainer = _harness_trainer(run, config, output_dir, url)
             else:
                 trainer = build_trainer(
-                    run, config, sink, output_dir, model_source=model_source, vllm_server_base_url=vllm_url
+                    run, config, sink, output_dir, model_source=model_source, vllm_server_base_url=url
                 )
+                trainer.envlab_group = group
                 trainer.envlab_health = health
                 trainer.envlab_perf = callback.perf
                 toolstats.COLLECTOR.start(tool_names=trainer.envlab_tool_names())
@@ -412,21 +496,23 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
         elif callback.stop_reason == "telemetry_failed":
             # Interrupted, not failed: nothing is wrong with the run, and resume continues
             # from its last recorded checkpoint once the database is back.
-            status, error = Run.Status.INTERRUPTED, sink.failure
+            status, error = Run.Status.INTERRUPTED, sink.failure if sink is not None else ""
     except Exception as exc:
-        log.exception("run %s failed", run_id)
+        if not lead:
+            raise  # the process exits with an error; its launcher stops the others, the first records it
+        log.exception("run %s failed", run.pk)
         status, error = Run.Status.FAILED, _error_message(exc)
     finally:
         toolstats.COLLECTOR.stop()
-        flushed = sink.close(timeout=60)
-        if not flushed:
-            log.error("run %s: telemetry not fully written before the end", run_id)
+        if sink is not None and not sink.close(timeout=60):
+            log.error("run %s: telemetry not fully written before the end", run.pk)
     if callback.stop_reason == "lease_lost":
         return "lease_lost"
-    step = sink.step
+    if sink is None:
+        return status
     _finish(
-        run_id=run_id, lease_owner=lease_owner, status=status, error=error, step=step,
-        data={"train_seconds": train_seconds, "telemetry": sink.stats},
+        run_id=run.pk, lease_owner=lease_owner, status=status, error=error, step=sink.step,
+        data={"train_seconds": train_seconds, "telemetry": sink.stats, **({"processes": group.world} if group else {})},
     )
     return status
 
@@ -498,7 +584,7 @@ def _warmup_phase(run: Run, config: RunConfig, lease_owner: str, warmup_dir: Pat
 @contextmanager
 def _managed_vllm(run: Run, config: RunConfig, output_dir: Path, model_source: str | None) -> Iterator[str | None]:
     """The vLLM server this run asked the worker to start (server mode, no URL given), on the
-    last CUDA device (training keeps the first `gpus`), for as long as training runs."""
+    GPU after the training ones (training keeps the first `gpus`), for as long as training runs."""
     if not config.generation.managed_server:
         yield None
         return

@@ -164,27 +164,61 @@ class ToolStats:
     def drain(self) -> dict[str, float]:
         """The counts since the last drain as metrics, and start counting afresh. Every
         tool of the environment and every error class gets its count, zero included."""
+        return counts_metrics(self.take())
+
+    def take(self) -> dict[str, Any] | None:
+        """The raw counts since the last take, and start counting afresh; None while not
+        counting. Plain data: the training processes of one run send theirs to the first,
+        which adds them up (`merge_counts`) before they become metrics."""
         if not self.active:
-            return {}
+            return None
         with self._lock:
-            calls, failures, seconds, timed, errors = (
-                self._calls,
-                self._failures,
-                self._seconds,
-                self._timed,
-                self._errors,
-            )
-            names = [*self._known, *sorted(set(calls) - set(self._known))]
+            raw = {
+                "known": list(self._known),
+                "calls": dict(self._calls),
+                "failures": dict(self._failures),
+                "seconds": dict(self._seconds),
+                "timed": dict(self._timed),
+                "errors": dict(self._errors),
+            }
             self._reset_counts()
-        values: dict[str, float] = {}
-        for name in names:
-            values[tool_key(name, CALLS)] = float(calls[name])
-            values[tool_key(name, FAILURES)] = float(failures[name])
-            if timed[name]:
-                values[tool_key(name, LATENCY)] = seconds[name] / timed[name]
-        for error in ERROR_CLASSES:
-            values[error_key(error)] = float(errors[error])
-        return values
+        return raw
+
+
+_COUNTERS = ("calls", "failures", "seconds", "timed", "errors")
+
+
+def merge_counts(parts: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The sum of several processes' `take()`s (None where none was counting)."""
+    found = [part for part in parts if part]
+    if not found:
+        return None
+    merged: dict[str, Any] = {"known": list(dict.fromkeys(n for part in found for n in part["known"]))}
+    for counter in _COUNTERS:
+        total: dict[str, float] = {}
+        for part in found:
+            for name, value in part[counter].items():
+                total[name] = total.get(name, 0) + value
+        merged[counter] = total
+    return merged
+
+
+def counts_metrics(raw: dict[str, Any] | None) -> dict[str, float]:
+    """Raw counts (`take`, `merge_counts`) as the step's tool metrics."""
+    if not raw:
+        return {}
+    calls, failures, seconds, timed, errors = (raw[counter] for counter in _COUNTERS)
+    known = list(raw["known"])
+    names = [*known, *sorted(set(calls) - set(known))]
+    values: dict[str, float] = {}
+    for name in names:
+        values[tool_key(name, CALLS)] = float(calls.get(name, 0))
+        values[tool_key(name, FAILURES)] = float(failures.get(name, 0))
+        if timed.get(name):
+            values[tool_key(name, LATENCY)] = seconds[name] / timed[name]
+    for error in ERROR_CLASSES:
+        values[error_key(error)] = float(errors.get(error, 0))
+    return values
 
 
 COLLECTOR = ToolStats()

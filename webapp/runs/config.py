@@ -39,6 +39,7 @@ MAX_PROMPT_CHARS_TOTAL = 20_000_000  # rows x prompt length, summed over environ
 MAX_ORS_TASKS = 10_000  # Open Reward Standard tasks one environment of a run may list
 MAX_STEPS = 10_000
 MAX_COMPLETION_LENGTH = {"cpu": 2048, "cuda": 16384}
+MAX_CPU_PROCESSES = 4  # training processes of a run on device "cpu"
 # chat_template_kwargs reach the tokenizer's Jinja chat template as variables: only the
 # switches chat templates read (Qwen3/GLM/SmolLM3 `enable_thinking`, Granite/DeepSeek
 # `thinking`, gpt-oss `reasoning_effort`). Never `chat_template` itself, which would run a
@@ -382,6 +383,14 @@ class RunConfig(_Strict):
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     device: Literal["cpu", "cuda"] = "cpu"
     gpus: int = Field(default=1, ge=1, le=8, description="CUDA devices the run needs (device 'cuda').")
+    processes: int | None = Field(
+        default=None, ge=1, le=8,
+        description=(
+            "Training processes, data parallel through accelerate: each plays and trains its own share "
+            "of the generation batch. Default: one per GPU on 'cuda' (gpus), one on 'cpu' (gloo between "
+            f"processes, at most {MAX_CPU_PROCESSES})."
+        ),
+    )
     wait_for_worker: bool = Field(
         default=False,
         description="Queue the run even when no worker seen lately can carry it (instead of refusing it).",
@@ -415,6 +424,13 @@ class RunConfig(_Strict):
             raise _FieldError(f"{where}.{broken[0]}".rstrip("."), broken[1])
         if self.gpus > 1 and self.device != "cuda":
             raise _FieldError("gpus", "more than one GPU needs device 'cuda'")
+        if self.processes is not None:
+            if self.device == "cuda" and self.processes != self.gpus:
+                raise _FieldError(
+                    "processes", f"on device 'cuda' a run trains one process per GPU: processes must equal gpus ({self.gpus})"
+                )
+            if self.device == "cpu" and self.processes > MAX_CPU_PROCESSES:
+                raise _FieldError("processes", f"at most {MAX_CPU_PROCESSES} training processes on device 'cpu'")
         if self.generation.backend == "vllm" and self.device != "cuda":
             raise _FieldError("generation", "the vllm backend needs device 'cuda'")
         rows = sum(env.row_count for env in self.environments)
@@ -452,6 +468,11 @@ class RunConfig(_Strict):
             raise _FieldError("warmup", "a harness run has no SFT warm-up")
         if self.grpo is None:
             raise _FieldError("grpo", "a harness run trains with GRPO: give `grpo`")
+        if self.ranks > 1:
+            raise _FieldError(
+                "gpus" if self.device == "cuda" else "processes",
+                "a harness run trains in one process on one GPU (the async GRPO trainer is not run data parallel here)",
+            )
         if self.grpo.beta:
             raise _FieldError("grpo.beta", "the async GRPO trainer of a harness run has no KL term: beta must be 0")
         if self.device != "cuda" or self.generation.backend != "vllm" or self.generation.vllm_mode != "server":
@@ -466,6 +487,13 @@ class RunConfig(_Strict):
         if self.grpo is not None:
             return self.grpo.seed
         return self.warmup.seed if self.warmup is not None else 0
+
+    @property
+    def ranks(self) -> int:
+        """How many training processes the run's GRPO phase has (worker/distributed.py)."""
+        if self.processes is not None:
+            return self.processes
+        return self.gpus if self.device == "cuda" else 1
 
     @property
     def total_steps(self) -> int:

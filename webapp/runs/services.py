@@ -155,7 +155,8 @@ def run_config_check(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, 
         except RecipeRefError as exc:
             errors["rewards.recipe"] = [str(exc)]
     # A warm-up alone plays its episodes one at a time: one session per environment.
-    batch = config.grpo.generation_batch_size if config.grpo is not None else 1
+    # Every training process plays its own generation batch at once (worker/distributed.py).
+    batch = config.grpo.generation_batch_size * config.ranks if config.grpo is not None else 1
     if config.warmup is not None:
         errors.update(_warmup_errors(config=config, user=user))
     tool_owner: dict[str, tuple[str, str]] = {}
@@ -213,7 +214,8 @@ def run_config_check(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, 
             errors[key] = [
                 f"environment '{environment.name}' takes {environment.capacity} concurrent sessions, "
                 f"fewer than the generation batch of {batch} rollouts "
-                f"(per_device_train_batch_size x gradient_accumulation_steps)"
+                f"(per_device_train_batch_size x gradient_accumulation_steps"
+                f"{' x processes' if config.ranks > 1 else ''})"
             ]
     return errors
 

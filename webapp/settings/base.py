@@ -230,6 +230,9 @@ MODELS_DIR = Path(os.environ.get("ENVLAB_MODELS_DIR", VAR_DIR / "models"))
 ENVLAB_HEARTBEAT_SECONDS = float(os.environ.get("ENVLAB_HEARTBEAT_SECONDS", 2.0))
 ENVLAB_STALE_SECONDS = float(os.environ.get("ENVLAB_STALE_SECONDS", 20.0))
 ENVLAB_INTERRUPT_SECONDS = float(os.environ.get("ENVLAB_INTERRUPT_SECONDS", 45.0))
+# A run of several training processes (worker/distributed.py) that has not stopped at a step
+# end this long after a cancel is stopped by its worker.
+ENVLAB_CANCEL_GRACE_SECONDS = float(os.environ.get("ENVLAB_CANCEL_GRACE_SECONDS", 300.0))
 # A worker whose heartbeat is older than this is not counted on to carry a GPU run at launch.
 ENVLAB_WORKER_SEEN_SECONDS = float(os.environ.get("ENVLAB_WORKER_SEEN_SECONDS", 300.0))
 ENVLAB_PROBE_TIMEOUT = float(os.environ.get("ENVLAB_PROBE_TIMEOUT", 5.0))

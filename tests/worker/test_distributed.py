@@ -1,0 +1,202 @@
+"""Several training processes (worker/distributed.py): the launch command, the config rules,
+the counts the processes add up, and the task's watch over processes that die or never
+record the end. The end-to-end runs of two real processes are in tests/e2e/test_processes.py."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from envs.adapters import toolstats
+from tests.support import processes
+from webapp.runs.config import RunConfigError, parse_run_config
+from webapp.runs.models import Run, RunEvent
+from webapp.runs.services import run_claim
+from worker import distributed
+from worker.perf import perf_metrics
+
+BASE = {
+    "name": "r",
+    "model": "demo:echo",
+    "environments": [{"environment": 1, "prompt": "Echo 'x'."}],
+}
+
+
+def _config(**extra):
+    return parse_run_config({**BASE, **extra})
+
+
+def _errors(**extra) -> dict[str, list[str]]:
+    with pytest.raises(RunConfigError) as caught:
+        _config(**extra)
+    return caught.value.errors
+
+
+def test_ranks_default_to_one_per_gpu_on_cuda_and_one_on_cpu():
+    assert _config().ranks == 1
+    assert _config(device="cuda", gpus=3).ranks == 3
+    assert _config(device="cuda", gpus=2, processes=2).ranks == 2
+    assert _config(processes=2).ranks == 2
+
+
+def test_process_counts_that_cannot_run_are_refused_with_the_field():
+    assert _errors(device="cuda", gpus=2, processes=1) == {
+        "processes": ["on device 'cuda' a run trains one process per GPU: processes must equal gpus (2)"]
+    }
+    assert _errors(processes=5) == {"processes": ["at most 4 training processes on device 'cpu'"]}
+    assert "processes" in _errors(processes=0)
+
+
+def test_a_harness_run_is_refused_several_processes():
+    harness = {
+        "device": "cuda", "gpus": 2, "generation": {"backend": "vllm", "vllm_mode": "server"},
+        "grpo": {"beta": 0.0}, "harness": {"dataset": "d", "harness": "h"},
+    }
+    errors = _errors(**harness)
+    assert list(errors) == ["gpus"] and "one process on one GPU" in errors["gpus"][0]
+
+
+def test_cpu_processes_start_through_torch_distributed_run():
+    command = distributed.rank_command(
+        config=_config(processes=2), run_id=7, lease_owner="lease-x", start_step=3,
+        resume_from=Path("/runs/7/checkpoint-3"), model_source=None, vllm_url=None, port=29511,
+        supervisor_pid=42, python="py",
+    )
+    assert command == [
+        "py", "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
+        "--master_addr", "127.0.0.1", "--master_port", "29511", "-m", "worker.rank",
+        "--run-id", "7", "--lease-owner", "lease-x", "--start-step", "3",
+        "--resume-from", "/runs/7/checkpoint-3", "--model-source", "", "--vllm-url", "",
+        "--supervisor", "42",
+    ]
+
+
+def test_gpu_processes_start_through_accelerate_on_the_first_gpus():
+    # A managed vLLM server runs on the GPU after the training ones (worker/vllm_server.py).
+    config = _config(device="cuda", gpus=2, generation={"backend": "vllm", "vllm_mode": "server"})
+    command = distributed.rank_command(
+        config=config, run_id=7, lease_owner="l", start_step=0, resume_from=None, model_source="/w",
+        vllm_url="http://127.0.0.1:8011", port=29512, supervisor_pid=42, python="py",
+    )
+    launcher = command[: command.index("worker.rank") + 1]
+    assert launcher == [
+        "py", "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines", "1",
+        "--num_processes", "2", "--gpu_ids", "0,1", "--main_process_ip", "127.0.0.1",
+        "--main_process_port", "29512", "--mixed_precision", "no", "--dynamo_backend", "no",
+        "-m", "worker.rank",
+    ]
+    args = command[len(launcher):]
+    assert args[args.index("--model-source") + 1] == "/w"
+    assert args[args.index("--vllm-url") + 1] == "http://127.0.0.1:8011"
+
+
+def test_the_rank_entry_point_reads_what_the_command_gives():
+    from worker import rank
+
+    command = distributed.rank_command(
+        config=_config(processes=2), run_id=7, lease_owner="l", start_step=4, resume_from=Path("/c"),
+        model_source=None, vllm_url=None, port=1, supervisor_pid=42,
+    )
+    args = rank.build_parser().parse_args(command[command.index("worker.rank") + 1 :])
+    assert (args.run_id, args.lease_owner, args.start_step, args.resume_from, args.model_source, args.supervisor) == (
+        7, "l", 4, "/c", "", 42
+    )
+
+
+def test_tool_counts_of_several_processes_add_up_with_a_weighted_latency():
+    first, second = toolstats.ToolStats(), toolstats.ToolStats()
+    for stats in (first, second):
+        stats.start(tool_names=["echo"])
+    first.record("echo", 1.0, None)
+    first.record("echo", 3.0, "tool_error")
+    second.record("echo", 2.0, None)
+    second.record("other", None, None)
+    merged = toolstats.merge_counts([first.take(), second.take(), None])
+    values = toolstats.counts_metrics(merged)
+    assert values["tools/echo/call_total"] == 3
+    assert values["tools/echo/failure_total"] == 1
+    assert values["tools/echo/latency_s"] == pytest.approx(2.0)  # (1 + 3 + 2) / 3, not the mean of means
+    assert values["tools/other/call_total"] == 1
+    assert "tools/other/latency_s" not in values
+    # Counting starts afresh after a take, and one process alone reads as before.
+    first.record("echo", 5.0, None)
+    assert first.drain()["tools/echo/latency_s"] == 5.0
+    assert toolstats.merge_counts([None, None]) is None and toolstats.counts_metrics(None) == {}
+
+
+def test_throughput_of_several_processes_is_their_sum_and_memory_the_fullest_gpu():
+    parts = [
+        {"tokens": 100, "seconds": 2.0, "gpu_memory_gib": 3.5},
+        {"tokens": 300, "seconds": 3.0, "gpu_memory_gib": 5.0},
+        {"tokens": 0, "seconds": 0.0, "gpu_memory_gib": None},
+    ]
+    assert perf_metrics(parts) == {"perf/generated_tokens_per_s": 150.0, "perf/gpu_memory_gib": 5.0}
+    assert perf_metrics([{"tokens": 0, "seconds": 0.0, "gpu_memory_gib": None}]) == {}
+
+
+def test_a_single_process_group_passes_values_through():
+    group = distributed.RankGroup(rank=0, world=1)
+    assert group.lead and group.agree("cancelled") == "cancelled" and group.gather([1, 2]) == [1, 2]
+
+
+@pytest.fixture
+def claimed_run(owner, settings, tmp_path):
+    settings.ENVLAB_HEARTBEAT_SECONDS = 0.2
+    config = {**BASE, "processes": 2}
+    run = Run.objects.create(owner=owner, name="r", config=config, model="demo:echo", max_steps=10)
+    run_claim(run_id=run.pk, lease_owner="lease-a", worker_name="w")
+    return Run.objects.get(pk=run.pk)
+
+
+def _supervise_with(monkeypatch, run, tmp_path, script: str) -> str:
+    """The task's watch over a launcher that is a real process running `script`."""
+    monkeypatch.setattr(distributed, "rank_command", lambda **kw: [sys.executable, "-c", script])
+    monkeypatch.setenv("DATABASE_URL", processes.test_database_url())  # the processes read the test database
+    return distributed.run_ranks(
+        run=run, config=parse_run_config(run.config), lease_owner="lease-a", output_dir=tmp_path, start_step=0,
+        resume_from=None, model_source=None,
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_processes_that_exit_without_recording_the_end_fail_the_run_with_their_log(
+    claimed_run, monkeypatch, tmp_path
+):
+    script = "import sys; print('rank 1: CUDA error: an illegal memory access'); sys.exit(3)"
+    assert _supervise_with(monkeypatch, claimed_run, tmp_path, script) == Run.Status.FAILED
+    run = Run.objects.get(pk=claimed_run.pk)
+    assert run.status == Run.Status.FAILED and run.lease_owner == ""
+    assert run.error.startswith("the training processes exited (code 3) before recording the run's end")
+    assert "rank 1: CUDA error: an illegal memory access" in run.error
+    assert RunEvent.objects.filter(run=run, kind="failed").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_task_keeps_the_lease_alive_while_the_processes_start(claimed_run, monkeypatch, tmp_path, settings):
+    settings.ENVLAB_STALE_SECONDS = 1.0
+    before = claimed_run.heartbeat_at
+    # Starting takes longer than the stale limit; then rank 0 records the end, as it does.
+    script = (
+        "import time, os, django; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'webapp.settings.test'); "
+        "time.sleep(1.5); django.setup(); from webapp.runs.services import run_finish; "
+        f"run_finish(run_id={claimed_run.pk}, lease_owner='lease-a', status='succeeded')"
+    )
+    assert _supervise_with(monkeypatch, claimed_run, tmp_path, script) == Run.Status.SUCCEEDED
+    run = Run.objects.get(pk=claimed_run.pk)
+    assert run.status == Run.Status.SUCCEEDED and run.heartbeat_at > before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_processes_that_do_not_stop_after_a_cancel_are_stopped_and_the_run_cancelled(
+    claimed_run, monkeypatch, tmp_path, settings
+):
+    settings.ENVLAB_CANCEL_GRACE_SECONDS = 0.5
+    Run.objects.filter(pk=claimed_run.pk).update(cancel_requested=True)
+    pid_file = tmp_path / "pid"
+    script = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    assert _supervise_with(monkeypatch, claimed_run, tmp_path, script) == Run.Status.CANCELLED
+    run = Run.objects.get(pk=claimed_run.pk)
+    assert run.status == Run.Status.CANCELLED and "did not stop at a step end" in run.error
+    assert not distributed.supervisor_alive(int(pid_file.read_text()))

@@ -1,0 +1,75 @@
+"""One training process of a run with several (worker/distributed.py explains the whole):
+started by the run's Celery task through accelerate's or torch's launcher, it trains its share
+of every batch, and rank 0 records the run.
+
+    python -m worker.rank --run-id ID --lease-owner OWNER --start-step N --resume-from DIR
+        --model-source DIR --vllm-url URL --supervisor PID
+
+Exit status: 0 when training ended (rank 0 recorded how), 1 when rank 0 recorded a failure
+(its launcher then stops the others, which may be waiting for it in a collective), and the
+status of the error or signal otherwise (the task records the run failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from pathlib import Path
+
+
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    # SystemExit unwinds through the training code's `finally`s: rank 0's telemetry is flushed.
+    raise SystemExit(128 + signum)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m worker.rank")
+    parser.add_argument("--run-id", type=int, required=True)
+    parser.add_argument("--lease-owner", required=True)
+    parser.add_argument("--start-step", type=int, default=0)
+    parser.add_argument("--resume-from", default="")
+    parser.add_argument("--model-source", default="")
+    parser.add_argument("--vllm-url", default="")
+    parser.add_argument("--supervisor", type=int, required=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings.local")
+    import django
+
+    django.setup()
+    from worker.distributed import RankGroup, watch_supervisor
+
+    watch_supervisor(args.supervisor)
+    import torch
+
+    from webapp.runs.config import RunConfig
+    from webapp.runs.models import Run
+    from worker.runner import grpo_phase
+
+    torch.set_num_threads(int(os.environ.get("ENVLAB_TORCH_THREADS", "1")))
+    run = Run.objects.get(pk=args.run_id)
+    group = RankGroup.from_env()
+    status = grpo_phase(
+        run=run, config=RunConfig.model_validate(run.config), lease_owner=args.lease_owner,
+        output_dir=_output_dir(run.pk),
+        start_step=args.start_step, resume_from=Path(args.resume_from) if args.resume_from else None,
+        model_source=args.model_source or None, group=group, vllm_url=args.vllm_url or None,
+    )
+    return 1 if group.lead and status == Run.Status.FAILED else 0
+
+
+def _output_dir(run_id: int) -> Path:
+    from django.conf import settings
+
+    return Path(settings.RUNS_DIR) / str(run_id)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
