@@ -10,6 +10,8 @@ from pathlib import Path
 from bench.common import ROOT, setup_django, write_result
 
 BENCHMARKS = ["live_latency", "training_overhead", "adapter_overhead", "metric_series", "transcript_list"]
+# Run only when named, on a machine with a GPU (`python -m bench gpu_generation`); shown when recorded.
+GPU_BENCHMARKS = ["gpu_generation"]
 
 
 def render(results: dict[str, dict]) -> str:
@@ -108,6 +110,7 @@ def render(results: dict[str, dict]) -> str:
             "",
         ]
     lines += transcript_list_section(results.get("transcript_list"))
+    lines += gpu_generation_section(results.get("gpu_generation"))
     table = learning_table()
     if table:
         lines += [
@@ -184,6 +187,36 @@ def _transcript_list_caveats(tl: dict) -> str:
     return "".join(" " + note for note in notes)
 
 
+def gpu_generation_section(gpu: dict | None) -> list[str]:
+    if not gpu:
+        return [
+            "## GPU generation: vLLM colocate against transformers",
+            "",
+            "Not measured yet: it needs a GPU (`python -m bench gpu_generation` on a machine with one and the gpu "
+            "extra). No GPU has been lent to this project's sessions so far.",
+            "",
+        ]
+
+    def row(label: str, v: dict) -> str:
+        tokens = f"{v['tokens_per_s']:.0f}" if v.get("tokens_per_s") else "-"
+        memory = f"{v['gpu_memory_gib_max']:.2f}" if v.get("gpu_memory_gib_max") else "-"
+        return f"| {label} | {v['steps_per_s']:.3f} | {tokens} | {memory} |"
+
+    ratio = gpu.get("tokens_ratio")
+    return [
+        f"## GPU generation: vLLM colocate against transformers ({gpu['date']}, {gpu['gpu']})",
+        "",
+        "| generation | steps/s | generated tokens/s | peak GPU memory GiB |",
+        "|---|---|---|---|",
+        row("vLLM, colocated", gpu["vllm"]),
+        row("baseline: transformers", gpu["transformers"]),
+        "",
+        f"{gpu['steps']}-step demo:echo runs by a real worker with telemetry on. vLLM / transformers: "
+        f"{gpu['steps_ratio']:.2f}x steps/s" + (f", {ratio:.2f}x tokens/s." if ratio else "."),
+        "",
+    ]
+
+
 def learning_table() -> dict | None:
     """The guide's table, a recipe of many minutes that `make bench` does not run: made by
     `make learning-table` (webapp/runs/management/commands/learning_table.py) into
@@ -208,7 +241,7 @@ def main(argv: list[str]) -> int:
         print(f"   {json.dumps({k: v for k, v in result.items() if not isinstance(v, list)})}")
         print(f"   written to {path.relative_to(ROOT)}")
     results = {}
-    for name in BENCHMARKS:
+    for name in BENCHMARKS + GPU_BENCHMARKS:
         path = ROOT / "bench" / "results" / f"{name}.json"
         if path.exists():
             results[name] = json.loads(path.read_text())
