@@ -1,6 +1,6 @@
-"""envlab web application (Django project). Importing it must not import torch."""
+"""envlab web application (Django project). Importing it must not import torch, nor any
+worker code: tasks are sent by name through its own Celery client (webapp/celery.py)."""
 
-# Load the Celery app with Django so that `task.delay()` from a view uses its broker.
-from worker.celery_app import app as celery_app
+from webapp.celery import app as celery_app
 
 __all__ = ["celery_app"]

@@ -1,4 +1,4 @@
-"""The learning table's arithmetic and option checks (webapp/runs/management/commands/
+"""The learning table's arithmetic and option checks (worker/management/commands/
 learning_table.py); the command itself runs end to end in tests/e2e/test_learning_table.py."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from webapp.runs.management.commands.learning_table import Settings, _table
+from worker.management.commands.learning_table import Settings, _table
 
 
 def settings_for(seeds: list[int]) -> Settings:

@@ -35,6 +35,8 @@ INSTALLED_APPS = [
     "webapp.rewards",
     "webapp.jobs",
     "webapp.api",
+    # Only for manage.py's worker commands (build_demo_model, learning_table): see worker/apps.py.
+    "worker",
 ]
 
 MIDDLEWARE = [

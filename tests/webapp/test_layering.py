@@ -1,0 +1,29 @@
+"""Imports point one way (worker -> webapp -> envs): the web app, every module of it loaded
+as the web server loads it, imports no worker code. It sends tasks by name through its own
+Celery client (webapp/celery.py); `worker` is an installed app only for manage.py's commands,
+and registering it loads worker/apps.py alone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_web_app_imports_no_worker_code() -> None:
+    code = (
+        "import os, sys, pkgutil, importlib; os.environ['DJANGO_SETTINGS_MODULE'] = 'webapp.settings.test'; "
+        "import django; django.setup(); import webapp; "
+        "names = [m.name for m in pkgutil.walk_packages(webapp.__path__, 'webapp.') "
+        "if '.tests' not in m.name and '.migrations' not in m.name and '.settings.' not in m.name]; "
+        "[importlib.import_module(n) for n in names]; "
+        "import webapp.asgi, webapp.urls; "
+        "print(len(names) > 50, sorted({m for m in sys.modules if m.split('.')[0] == 'worker'}))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout == "True ['worker', 'worker.apps']\n", run.stdout
