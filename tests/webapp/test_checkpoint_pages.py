@@ -9,25 +9,16 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from tests.webapp.pages import field_block, run_form_data
 from webapp.catalog.models import Environment
 from webapp.runs.forms import RunForm, model_spec
 from webapp.runs.models import Run
 
-from .test_pages import (  # noqa: F401  (fixtures)
-    echo_env,
-    field_block,
-    no_models,
-    outsider,
-    owner,
-    owner_client,
-    run_form_data,
-)
-
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_models")]
 
 
 @pytest.fixture
-def trained(owner, settings, tmp_path) -> Run:  # noqa: F811
+def trained(owner, settings, tmp_path) -> Run:
     settings.RUNS_DIR = tmp_path / "runs"
     run = Run.objects.create(
         owner=owner, name="trained", config={}, model="demo:echo", max_steps=4, status="succeeded", checkpoint_step=4
@@ -40,7 +31,7 @@ def trained(owner, settings, tmp_path) -> Run:  # noqa: F811
     return run
 
 
-def test_the_run_page_lists_checkpoints_with_a_link_to_start_from_each(owner_client: Client, trained: Run) -> None:  # noqa: F811
+def test_the_run_page_lists_checkpoints_with_a_link_to_start_from_each(owner_client: Client, trained: Run) -> None:
     page = owner_client.get(reverse("run-detail", args=[trained.pk])).content.decode()
     section = page[page.index('id="checkpoints"'):page.index("</section>", page.index('id="checkpoints"'))]
     assert [int(s) for s in _attr_values(section, "data-step")] == [2, 4]
@@ -48,13 +39,13 @@ def test_the_run_page_lists_checkpoints_with_a_link_to_start_from_each(owner_cli
     assert f'<code>{{"run": {trained.pk}, "checkpoint": 2}}</code>' in section
 
 
-def test_a_run_without_checkpoints_says_so(owner_client: Client, owner) -> None:  # noqa: F811
+def test_a_run_without_checkpoints_says_so(owner_client: Client, owner) -> None:
     run = Run.objects.create(owner=owner, name="new", config={}, model="demo:echo", max_steps=4)
     page = owner_client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert "No checkpoint yet" in page
 
 
-def test_the_run_form_takes_the_model_from_the_link(owner_client: Client, echo_env: Environment, trained: Run) -> None:  # noqa: F811
+def test_the_run_form_takes_the_model_from_the_link(owner_client: Client, echo_env: Environment, trained: Run) -> None:
     page = owner_client.get(reverse("run-new") + f"?model=run:{trained.pk}@2").content.decode()
     assert f'value="run:{trained.pk}@2"' in field_block(page, "field-model")
 
@@ -75,7 +66,7 @@ def test_model_spec_reads_the_checkpoint_label(text: str, spec: Any) -> None:
 
 
 def test_a_checkpoint_error_shows_next_to_the_model_input_and_creates_no_run(
-    owner_client: Client, echo_env: Environment, trained: Run  # noqa: F811
+    owner_client: Client, echo_env: Environment, trained: Run
 ) -> None:
     response = owner_client.post(reverse("run-new"), run_form_data(echo_env, model=f"run:{trained.pk}@3"))
     assert response.status_code == 200
@@ -85,7 +76,7 @@ def test_a_checkpoint_error_shows_next_to_the_model_input_and_creates_no_run(
     assert list(Run.objects.values_list("name", flat=True)) == ["trained"]
 
 
-def test_the_form_config_carries_the_reference(echo_env: Environment, trained: Run) -> None:  # noqa: F811
+def test_the_form_config_carries_the_reference(echo_env: Environment, trained: Run) -> None:
     form = RunForm(run_form_data(echo_env, model=f"run:{trained.pk}@last"))
     assert form.is_valid(), form.errors
     assert form.config_part()["model"] == {"run": trained.pk, "checkpoint": "last"}

@@ -23,85 +23,20 @@ from django.utils import timezone
 
 from tests.conftest import grant
 from tests.envs.servers import free_port
+from tests.webapp.conftest import signed_in
+from tests.webapp.pages import field_block, run_form_data
 from webapp.catalog.models import Environment
 from webapp.runs.config import parse_run_config
 from webapp.runs.forms import ALERT_FIELDS, REWARD_INITIAL, RunForm
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_models")]
 
 REPO = Path(__file__).resolve().parents[2]
 XSS = "<script>alert(1)</script>"
-ECHO_TOOLS = [
-    {
-        "name": "echo",
-        "description": "Echo a message back.",
-        "parameters": {
-            "type": "object",
-            "properties": {"message": {"type": "string", "description": "What to echo."}},
-            "required": ["message"],
-        },
-    }
-]
 
 
 # --- personas and rows ----------------------------------------------------------------------
-
-
-@pytest.fixture
-def owner() -> User:
-    return User.objects.create_user("owner", password="pw-owner-123")
-
-
-@pytest.fixture
-def outsider() -> User:
-    return User.objects.create_user("outsider", password="pw-outsider-123")
-
-
-@pytest.fixture
-def staff() -> User:
-    return User.objects.create_user("staff", password="pw-staff-123", is_staff=True)
-
-
-def _client(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
-def owner_client(owner: User) -> Client:
-    client = Client()
-    client.force_login(owner)
-    return client
-
-
-@pytest.fixture
-def outsider_client(outsider: User) -> Client:
-    client = Client()
-    client.force_login(outsider)
-    return client
-
-
-@pytest.fixture
-def echo_env(owner: User) -> Environment:
-    return Environment.objects.create(
-        owner=owner,
-        name="echo",
-        base_url="http://127.0.0.1:9",
-        status=Environment.Status.HEALTHY,
-        tools=ECHO_TOOLS,
-        capacity=16,
-        metadata={"name": "EchoEnvironment", "version": "1.0"},
-        checked_at=timezone.now(),
-    )
-
-
-@pytest.fixture(autouse=True)
-def no_models(settings: Any, tmp_path: Path) -> Path:
-    """An empty model folder: no demo model is built in these tests."""
-    settings.MODELS_DIR = tmp_path / "models"
-    return settings.MODELS_DIR
 
 
 def make_run(
@@ -117,15 +52,6 @@ def make_run(
         status=status,
         **fields,
     )
-
-
-def field_block(content: str, field_id: str) -> str:
-    """The HTML of one form field's wrapper (label, input, errors)."""
-    match = re.search(
-        rf'<div class="field[^"]*" id="{re.escape(field_id)}">(.*?)</div>', content, re.S
-    )
-    assert match, f"no field {field_id} in the page"
-    return match.group(1)
 
 
 # --- access -----------------------------------------------------------------------------------
@@ -155,7 +81,7 @@ def test_login_page_signs_in_and_logout_signs_out(client: Client, owner: User) -
     assert page.status_code == 200
     assert 'id="login-form"' in page.content.decode()
 
-    response = client.post(reverse("login"), {"username": "owner", "password": "pw-owner-123"})
+    response = client.post(reverse("login"), {"username": "owner", "password": "owner-pw"})
 
     assert response.status_code == 302
     assert response["Location"] == reverse("home")
@@ -246,43 +172,6 @@ def test_demo_requires_post(owner_client: Client) -> None:
 
 
 # --- the run form -----------------------------------------------------------------------------
-
-
-def run_form_data(environment: Environment, **overrides: Any) -> dict[str, Any]:
-    data = {
-        "mode": "form",
-        "name": "form-run",
-        "model": "demo:echo",
-        "environment": str(environment.pk),
-        "prompt": "Echo '{phrase}'.",
-        "rows": "64",
-        "num_generations": "4",
-        "max_steps": "30",
-        "learning_rate": "5e-05",
-        "per_device_train_batch_size": "4",
-        "gradient_accumulation_steps": "1",
-        "max_completion_length": "64",
-        "temperature": "1.0",
-        "beta": "0.0",
-        "seed": "0",
-        "alerts_enabled": "on",
-        "alert_stop_on": ["nonfinite"],
-        "rewards-TOTAL_FORMS": "3",
-        "rewards-INITIAL_FORMS": "1",
-        "rewards-MIN_NUM_FORMS": "0",
-        "rewards-MAX_NUM_FORMS": "32",
-        "rewards-0-name": "env_reward",
-        "rewards-0-kind": "env_reward",
-        "rewards-0-weight": "1.0",
-        "rewards-1-name": "",
-        "rewards-1-kind": "env_reward",
-        "rewards-1-weight": "1.0",
-        "rewards-2-name": "",
-        "rewards-2-kind": "env_reward",
-        "rewards-2-weight": "1.0",
-    }
-    data.update(overrides)
-    return data
 
 
 def test_run_form_renders_every_input_with_schema_defaults(
@@ -674,8 +563,8 @@ def test_environment_list_shows_own_shared_or_all_with_the_permission(
 ) -> None:
     assert _listed(owner_client) == ["echo", "shared"]
     assert _listed(outsider_client) == ["shared"]
-    assert _listed(_client(staff)) == ["shared"]
-    assert _listed(_client(operator)) == ["echo", "shared"]
+    assert _listed(signed_in(staff)) == ["shared"]
+    assert _listed(signed_in(operator)) == ["echo", "shared"]
 
 
 def test_environment_detail_hides_or_refuses_controls_by_persona(
@@ -691,11 +580,11 @@ def test_environment_detail_hides_or_refuses_controls_by_persona(
         return response.status_code, 'id="probe-form"' in response.content.decode()
 
     assert detail(owner_client, echo_env) == (200, True)
-    assert detail(_client(operator), echo_env) == (200, True)
+    assert detail(signed_in(operator), echo_env) == (200, True)
     assert detail(outsider_client, echo_env) == (404, False)
-    assert detail(_client(staff), echo_env) == (404, False)
+    assert detail(signed_in(staff), echo_env) == (404, False)
     assert detail(outsider_client, shared_env) == (200, False)
-    assert detail(_client(staff), shared_env) == (200, False)
+    assert detail(signed_in(staff), shared_env) == (200, False)
     content = outsider_client.get(reverse("environment-detail", args=[shared_env.pk])).content.decode()
     assert '<dd id="environment-shared">yes: every user sees it and may train on it</dd>' in content
     assert 'id="no-control"' in content and 'id="share-form"' not in content
@@ -712,7 +601,7 @@ def test_environment_actions_are_404_or_403_for_others_and_change_nothing(
         return (environment.status, environment.checked_at, environment.capacity, environment.shared)
 
     before = (row(echo_env), row(shared_env))
-    for client in (outsider_client, _client(staff)):
+    for client in (outsider_client, signed_in(staff)):
         hidden = client.post(reverse(action, args=[echo_env.pk]), {"shared": "0"})
         seen = client.post(reverse(action, args=[shared_env.pk]), {"shared": "0"})
 
@@ -722,7 +611,7 @@ def test_environment_actions_are_404_or_403_for_others_and_change_nothing(
 
 
 def test_operator_probes_another_users_environment(operator: User, echo_env: Environment) -> None:
-    response = _client(operator).post(reverse("environment-probe", args=[echo_env.pk]))
+    response = signed_in(operator).post(reverse("environment-probe", args=[echo_env.pk]))
 
     assert response.status_code == 302
     echo_env.refresh_from_db()
@@ -911,7 +800,7 @@ def test_run_page_embeds_chart_and_live_json_safely(
 def test_another_users_run_is_not_found_even_by_staff_without_the_permission(
     outsider_client: Client, recorded_run: Run, staff: User, operator: User
 ) -> None:
-    staff_client = _client(staff)
+    staff_client = signed_in(staff)
     for client in (outsider_client, staff_client):
         assert client.get(reverse("run-detail", args=[recorded_run.pk])).status_code == 404
         assert client.post(reverse("run-cancel", args=[recorded_run.pk])).status_code == 404
@@ -919,12 +808,12 @@ def test_another_users_run_is_not_found_even_by_staff_without_the_permission(
     recorded_run.refresh_from_db()
     assert (recorded_run.status, recorded_run.cancel_requested) == (Run.Status.RUNNING, False)
 
-    assert _client(operator).get(reverse("run-detail", args=[recorded_run.pk])).status_code == 200
+    assert signed_in(operator).get(reverse("run-detail", args=[recorded_run.pk])).status_code == 200
 
 
 def test_a_viewer_sees_a_run_but_may_not_cancel_it(recorded_run: Run) -> None:
     viewer = grant(User.objects.create_user("viewer", is_staff=True), "runs.view_run")
-    client = _client(viewer)
+    client = signed_in(viewer)
 
     page = client.get(reverse("run-detail", args=[recorded_run.pk]))
     cancel = client.post(reverse("run-cancel", args=[recorded_run.pk]))
@@ -1126,7 +1015,7 @@ def test_admin_actions_need_the_change_permission(
         "runs.view_run",
         "catalog.view_environment",
     )
-    client = _client(viewer)
+    client = signed_in(viewer)
     queued = make_run(owner, name="queued")
 
     runs = client.get("/admin/runs/run/")

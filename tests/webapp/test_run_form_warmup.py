@@ -3,57 +3,22 @@ their errors next to the input, with no run created."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
-from django.utils import timezone
 
-from tests.webapp.test_pages import ECHO_TOOLS, field_block, run_form_data
+from tests.webapp.pages import field_block, run_form_data
 from webapp.catalog.models import Environment
 from webapp.rewards.services import recipe_create
 from webapp.runs.config import parse_run_config
 from webapp.runs.forms import REWARD_INITIAL, WARMUP_FIELDS, RunForm
 from webapp.runs.models import Run
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_models")]
 
-
-
-@pytest.fixture(autouse=True)
-def no_models(settings: Any, tmp_path: Path) -> Path:
-    """An empty model folder: no demo model is built in these tests."""
-    settings.MODELS_DIR = tmp_path / "models"
-    return settings.MODELS_DIR
-
-
-@pytest.fixture
-def owner() -> User:
-    return User.objects.create_user("owner", password="pw-owner-123")
-
-
-@pytest.fixture
-def outsider() -> User:
-    return User.objects.create_user("outsider", password="pw-outsider-123")
-
-
-@pytest.fixture
-def owner_client(owner: User) -> Client:
-    client = Client()
-    client.force_login(owner)
-    return client
-
-
-@pytest.fixture
-def echo_env(owner: User) -> Environment:
-    return Environment.objects.create(
-        owner=owner, name="echo", base_url="http://127.0.0.1:9", status=Environment.Status.HEALTHY,
-        tools=ECHO_TOOLS, capacity=16, metadata={"name": "EchoEnvironment", "version": "1.0"},
-        checked_at=timezone.now(),
-    )
 
 
 RECIPE = {"name": "wordle-guide", "terms": [{"name": "env_reward", "kind": "env_reward"}]}
