@@ -49,6 +49,12 @@ learning-table: install
 	@scripts/ensure_redis.sh
 	$(PY) manage.py learning_table $(ARGS)
 
+# The Harbor server's own environment (Python 3.12: openenv's Harbor extra needs it), .venv-harbor;
+# serve with .venv-harbor/bin/openenv harbor serve --dataset ... (README, "Harbor servers").
+.PHONY: harbor-env
+harbor-env:
+	scripts/harbor_env.sh
+
 lint: install
 	$(VENV)/bin/ruff check .
 	$(PY) manage.py makemigrations --check --dry-run
