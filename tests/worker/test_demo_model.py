@@ -373,9 +373,9 @@ def test_if_missing_rebuilds_a_model_built_with_another_recipe(tmp_path) -> None
     import dataclasses
     import json
 
-    from worker.management.commands.build_demo_model import _stale_reason
     from worker.demo_model import MANIFEST_NAME
     from worker.demo_model.training import RECIPES
+    from worker.management.commands.build_demo_model import _stale_reason
 
     manifest = tmp_path / MANIFEST_NAME
     manifest.write_text(json.dumps({"recipe": dataclasses.asdict(RECIPES["demo"])}))
