@@ -15,6 +15,7 @@ import pytest
 from django.conf import settings
 
 from tests.e2e.helpers import metric_steps, register_echo, run_config, wait_for, wait_status
+from tests.support.processes import worker_child_pids
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -136,4 +137,28 @@ def test_a_killed_process_fails_the_run_with_the_log_and_stops_the_other(api, ec
     # What was recorded before the kill stays: the steps before it, no gap.
     steps = metric_steps(run_id, "reward")
     assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 1
+    _no_processes_left(run_id)
+
+
+def test_a_lost_worker_takes_its_processes_with_it_and_the_run_is_taken_over(api, echo_url, worker):
+    """The Celery pool child that launched the processes is killed: they notice their task is
+    gone and stop, the lease goes stale, and the redelivered task resumes from the checkpoint
+    with two new processes."""
+    env_id = register_echo(api, echo_url)
+    run_id = api.post("/api/runs/", _config(env_id, max_steps=6, save_steps=2), format="json").json()["id"]
+    wait_for(
+        lambda: (Run.objects.get(pk=run_id).checkpoint_step or 0) >= 2 and Run.objects.get(pk=run_id).step >= 3,
+        300, "a checkpoint and a step past it",
+    )
+    first = _rank_pids(run_id)
+    assert sorted(first) == [0, 1]
+    [child] = worker_child_pids(worker)
+    os.kill(child, signal.SIGKILL)
+    wait_for(lambda: not (set(_rank_pids(run_id).values()) & set(first.values())), 30, "the old processes to stop")
+
+    run = wait_status(run_id, ("succeeded", "failed", "interrupted"), 400, worker)
+    assert (run.status, run.attempts) == ("succeeded", 2), run.error
+    assert metric_steps(run_id, "reward") == list(range(1, 7))
+    assert sorted(set(Rollout.objects.filter(run_id=run_id).values_list("step", flat=True))) == list(range(1, 7))
+    assert Rollout.objects.filter(run_id=run_id).count() == 6 * 8
     _no_processes_left(run_id)
