@@ -2,13 +2,11 @@
 
 The Celery task that claimed the run (worker/runner.py `train`) prepares it (the lease, the
 rewind, the warm-up, which plays on one device), then starts `config.ranks` processes of
-`worker.rank` and watches them:
-
-  - device 'cuda': `accelerate launch --multi_gpu --num_processes N --gpu_ids 0..N-1` (NCCL),
-    the GPUs the worker's queue promised; a managed vLLM server takes the one after them;
-  - device 'cpu': `python -m torch.distributed.run --nproc_per_node N` (gloo). accelerate's own
-    launcher starts a single process on CPU unless MPI is installed; torch.distributed.run is
-    what it runs for --multi_gpu, and the processes' Accelerator reads the same variables.
+`worker.rank` with `accelerate launch --multi_gpu --num_processes N` and watches them. On
+device 'cuda' they get the first N GPUs (`--gpu_ids`) and talk over NCCL, and a managed vLLM
+server takes the GPU after them. On 'cpu' the same launcher (its --multi_gpu mode runs
+torch.distributed.run, whatever the devices) starts them, and their Accelerator joins them over
+gloo; this is how the end-to-end tests run two real processes on a machine without a GPU.
 
 Only the first process (rank 0) records anything: telemetry, the lease's heartbeat, alerts,
 checkpoints and the run's end. The others hand it their episodes' facts, tool counts and
@@ -84,19 +82,18 @@ def rank_command(
     model_source: str | None, vllm_url: str | None, port: int, supervisor_pid: int, python: str = sys.executable,
 ) -> list[str]:
     """The command line that starts the run's training processes (see the module docstring)."""
-    n = str(config.ranks)
+    # accelerate's --multi_gpu launcher is torch.distributed.run: on CPU it starts the same
+    # processes, whose Accelerator (use_cpu) joins them over gloo instead of NCCL.
+    launcher = [
+        python, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines", "1",
+        "--num_processes", str(config.ranks),
+    ]
     if config.device == "cuda":
-        launcher = [
-            python, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines", "1",
-            "--num_processes", n, "--gpu_ids", ",".join(str(i) for i in range(config.ranks)),
-            "--main_process_ip", "127.0.0.1", "--main_process_port", str(port),
-            "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "worker.rank",
-        ]
-    else:
-        launcher = [
-            python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", n,
-            "--master_addr", "127.0.0.1", "--master_port", str(port), "-m", "worker.rank",
-        ]
+        launcher += ["--gpu_ids", ",".join(str(i) for i in range(config.ranks))]
+    launcher += [
+        "--main_process_ip", "127.0.0.1", "--main_process_port", str(port),
+        "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "worker.rank",
+    ]
     return [
         *launcher,
         "--run-id", str(run_id),

@@ -1,6 +1,6 @@
 """A run of several training processes (worker/distributed.py), end to end on CPU: a real
-Celery worker launches two real `worker.rank` processes through torch.distributed.run, which
-talk over gloo. This is the code path of a multi-GPU run but for the launcher's flags and the
+Celery worker launches two real `worker.rank` processes with `accelerate launch --multi_gpu`,
+and they talk over gloo. This is the code path of a multi-GPU run but for `--gpu_ids` and the
 backend (NCCL); on this machine there is no GPU, so the processes run on CPU, as `"device":
 "cpu", "processes": 2` asks (not a stand-in: a CPU run may use several processes too)."""
 

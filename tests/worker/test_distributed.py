@@ -58,15 +58,16 @@ def test_a_harness_run_is_refused_several_processes():
     assert list(errors) == ["gpus"] and "one process on one GPU" in errors["gpus"][0]
 
 
-def test_cpu_processes_start_through_torch_distributed_run():
+def test_cpu_processes_start_through_accelerate_with_no_gpu_ids():
     command = distributed.rank_command(
         config=_config(processes=2), run_id=7, lease_owner="lease-x", start_step=3,
         resume_from=Path("/runs/7/checkpoint-3"), model_source=None, vllm_url=None, port=29511,
         supervisor_pid=42, python="py",
     )
     assert command == [
-        "py", "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
-        "--master_addr", "127.0.0.1", "--master_port", "29511", "-m", "worker.rank",
+        "py", "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines", "1",
+        "--num_processes", "2", "--main_process_ip", "127.0.0.1", "--main_process_port", "29511",
+        "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "worker.rank",
         "--run-id", "7", "--lease-owner", "lease-x", "--start-step", "3",
         "--resume-from", "/runs/7/checkpoint-3", "--model-source", "", "--vllm-url", "",
         "--supervisor", "42",
