@@ -10,18 +10,16 @@ every read of evaluations (API and pages)."""
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from envs.registry import recorded_adapter
+from webapp import leases
 from webapp.catalog.models import Environment
 from webapp.catalog.probe import ProbeError, probe_environment
 from webapp.catalog.selectors import environments_visible_to
@@ -274,20 +272,11 @@ class Claim:
     evaluation: Evaluation | None = None
 
 
-def _stale_before(seconds: float | None = None) -> Any:
-    return timezone.now() - timedelta(seconds=seconds or settings.ENVLAB_STALE_SECONDS)
-
-
 def evaluation_claim(
     *, evaluation_id: int, lease_owner: str, worker_name: str, task_id: str = ""
 ) -> Claim:
     now = timezone.now()
-    changed = Evaluation.objects.filter(
-        Q(status=Evaluation.Status.QUEUED)
-        | Q(status=Evaluation.Status.RUNNING, heartbeat_at__lt=_stale_before())
-        | Q(status=Evaluation.Status.RUNNING, heartbeat_at__isnull=True),
-        pk=evaluation_id,
-    ).update(
+    changed = Evaluation.objects.filter(leases.claimable(Evaluation), pk=evaluation_id).update(
         status=Evaluation.Status.RUNNING,
         lease_owner=lease_owner,
         worker_name=worker_name[:200],
@@ -297,11 +286,7 @@ def evaluation_claim(
     )
     evaluation = Evaluation.objects.filter(pk=evaluation_id).first()
     if changed != 1:
-        if evaluation is not None and evaluation.status == Evaluation.Status.RUNNING:
-            if task_id and evaluation.claim_task_id and evaluation.claim_task_id != task_id:
-                return Claim("duplicate", evaluation)
-            return Claim("busy", evaluation)
-        return Claim("done", evaluation)
+        return Claim(leases.claim_refused(evaluation, task_id), evaluation)
     assert evaluation is not None
     if evaluation.started_at is None:
         Evaluation.objects.filter(pk=evaluation_id, started_at__isnull=True).update(started_at=now)
@@ -310,17 +295,7 @@ def evaluation_claim(
 
 def evaluation_heartbeat(*, evaluation_id: int, lease_owner: str) -> tuple[bool, bool]:
     """Renew the lease. Returns (still ours, cancel requested)."""
-    changed = Evaluation.objects.filter(
-        pk=evaluation_id, lease_owner=lease_owner, status=Evaluation.Status.RUNNING
-    ).update(heartbeat_at=timezone.now())
-    if changed != 1:
-        return False, False
-    cancel = (
-        Evaluation.objects.filter(pk=evaluation_id)
-        .values_list("cancel_requested", flat=True)
-        .first()
-    )
-    return True, bool(cancel)
+    return leases.renew(Evaluation, pk=evaluation_id, lease_owner=lease_owner, cancel=True)
 
 
 def evaluation_record_episode(
@@ -367,9 +342,8 @@ def evaluation_finish(
 def evaluation_mark_stale_failed() -> int:
     """Running evaluations whose worker stopped renewing the lease, and that nobody took
     over, fail (later than the takeover threshold: a redelivered task gets the first chance)."""
-    cutoff = _stale_before(settings.ENVLAB_INTERRUPT_SECONDS)
     return Evaluation.objects.filter(
-        status=Evaluation.Status.RUNNING, heartbeat_at__lt=cutoff
+        status=Evaluation.Status.RUNNING, heartbeat_at__lt=leases.interrupt_before()
     ).update(
         status=Evaluation.Status.FAILED,
         lease_owner="",
@@ -379,5 +353,4 @@ def evaluation_mark_stale_failed() -> int:
     )
 
 
-def new_lease_owner() -> str:
-    return uuid.uuid4().hex
+new_lease_owner = leases.new_lease_owner

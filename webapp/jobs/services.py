@@ -4,17 +4,15 @@ and the sweep that fails jobs whose worker stopped renewing the lease."""
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
+from webapp import leases
 from webapp.jobs.models import Job
 
 log = logging.getLogger(__name__)
@@ -54,35 +52,27 @@ class Claim:
     outcome: str  # "claimed", "busy" (another worker holds a live lease), "done"
 
 
-def _stale_before() -> Any:
-    return timezone.now() - timedelta(seconds=settings.ENVLAB_STALE_SECONDS)
-
-
 def job_claim(*, job_id: int, lease_owner: str) -> Claim:
     """queued -> running, or a running job whose heartbeat went stale taken over."""
     now = timezone.now()
-    claimable = Q(status=Job.Status.QUEUED) | Q(status=Job.Status.RUNNING, heartbeat_at__lt=_stale_before())
-    changed = Job.objects.filter(claimable, pk=job_id).update(
+    changed = Job.objects.filter(leases.claimable(Job), pk=job_id).update(
         status=Job.Status.RUNNING, lease_owner=lease_owner, heartbeat_at=now, attempts=F("attempts") + 1,
         started_at=now,
     )
     if changed:
         return Claim("claimed")
-    status = Job.objects.filter(pk=job_id).values_list("status", flat=True).first()
-    return Claim("busy" if status == Job.Status.RUNNING else "done")
+    return Claim(leases.claim_refused(Job.objects.filter(pk=job_id).first()))
 
 
 def job_heartbeat(*, job_id: int, lease_owner: str, done: int | None = None) -> bool:
-    fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
-    if done is not None:
-        fields["progress_done"] = done
-    return bool(Job.objects.filter(pk=job_id, lease_owner=lease_owner, status=Job.Status.RUNNING).update(**fields))
+    fields: dict[str, Any] = {} if done is None else {"progress_done": done}
+    return leases.renew(Job, pk=job_id, lease_owner=lease_owner, **fields)[0]
 
 
 def job_finish(*, job_id: int, lease_owner: str, result: dict[str, Any] | None = None, error: str = "") -> bool:
     status = Job.Status.FAILED if error else Job.Status.SUCCEEDED
     return bool(
-        Job.objects.filter(pk=job_id, lease_owner=lease_owner, status=Job.Status.RUNNING).update(
+        leases.held(Job, pk=job_id, lease_owner=lease_owner).update(
             status=status, result=result, error=error[:10_000], finished_at=timezone.now(), lease_owner=""
         )
     )
@@ -90,12 +80,10 @@ def job_finish(*, job_id: int, lease_owner: str, result: dict[str, Any] | None =
 
 def jobs_mark_stale_failed() -> int:
     """Running jobs whose worker stopped renewing the lease, and nobody took over, fail."""
-    cutoff = timezone.now() - timedelta(seconds=settings.ENVLAB_INTERRUPT_SECONDS)
-    return Job.objects.filter(status=Job.Status.RUNNING, heartbeat_at__lt=cutoff).update(
+    return Job.objects.filter(status=Job.Status.RUNNING, heartbeat_at__lt=leases.interrupt_before()).update(
         status=Job.Status.FAILED, lease_owner="", finished_at=timezone.now(),
         error="The worker stopped sending heartbeats; start the job again.",
     )
 
 
-def new_lease_owner() -> str:
-    return uuid.uuid4().hex
+new_lease_owner = leases.new_lease_owner

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -19,6 +18,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from envs.netguard import OutboundRefused, check_outbound_url
+from webapp import leases
 from webapp.catalog.models import Environment
 from webapp.catalog.probe import ProbeError, probe_environment
 from webapp.catalog.selectors import environments_visible_to
@@ -499,10 +499,6 @@ class Claim:
     takeover: bool = False
 
 
-def _stale_before(seconds: float | None = None) -> Any:
-    return timezone.now() - timedelta(seconds=seconds or settings.ENVLAB_STALE_SECONDS)
-
-
 def run_claim(*, run_id: int, lease_owner: str, worker_name: str, task_id: str = "") -> Claim:
     """Take the run's lease with one conditional UPDATE.
 
@@ -515,14 +511,9 @@ def run_claim(*, run_id: int, lease_owner: str, worker_name: str, task_id: str =
     now = timezone.now()
     with transaction.atomic():
         was_running = Run.objects.filter(
-            pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=_stale_before()
+            pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=leases.stale_before()
         ).exists()
-        changed = Run.objects.filter(
-            Q(status=Run.Status.QUEUED)
-            | Q(status=Run.Status.RUNNING, heartbeat_at__lt=_stale_before())
-            | Q(status=Run.Status.RUNNING, heartbeat_at__isnull=True),
-            pk=run_id,
-        ).update(
+        changed = Run.objects.filter(leases.claimable(Run), pk=run_id).update(
             status=Run.Status.RUNNING,
             lease_owner=lease_owner,
             worker_name=worker_name[:200],
@@ -531,11 +522,7 @@ def run_claim(*, run_id: int, lease_owner: str, worker_name: str, task_id: str =
         )
         if changed != 1:
             run = Run.objects.filter(pk=run_id).first()
-            if run is not None and run.status == Run.Status.RUNNING:
-                if task_id and run.claim_task_id and run.claim_task_id != task_id:
-                    return Claim("duplicate", run)
-                return Claim("busy", run)
-            return Claim("done", run)
+            return Claim(leases.claim_refused(run, task_id), run)
         run = Run.objects.get(pk=run_id)
         run.attempts += 1
         run.started_at = run.started_at or now
@@ -608,16 +595,8 @@ def run_warmup_done(*, run_id: int, lease_owner: str, data: dict[str, Any]) -> b
 
 def run_heartbeat(*, run_id: int, lease_owner: str, step: int | None = None) -> tuple[bool, bool]:
     """Renew the lease. Returns (still ours, cancel requested)."""
-    fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
-    if step is not None:
-        fields["step"] = Greatest(F("step"), Value(step))
-    changed = Run.objects.filter(
-        pk=run_id, lease_owner=lease_owner, status=Run.Status.RUNNING
-    ).update(**fields)
-    if changed != 1:
-        return False, False
-    cancel = Run.objects.filter(pk=run_id).values_list("cancel_requested", flat=True).first()
-    return True, bool(cancel)
+    fields: dict[str, Any] = {} if step is None else {"step": Greatest(F("step"), Value(step))}
+    return leases.renew(Run, pk=run_id, lease_owner=lease_owner, cancel=True, **fields)
 
 
 def run_checkpointed(*, run_id: int, lease_owner: str, step: int) -> list[dict[str, Any]]:
@@ -654,7 +633,7 @@ def run_finish(
 def run_mark_stale_interrupted() -> int:
     """Runs whose worker stopped renewing the lease, and that nobody took over, are interrupted."""
     # Later than the takeover threshold: a redelivered task gets the first chance.
-    cutoff = _stale_before(settings.ENVLAB_INTERRUPT_SECONDS)
+    cutoff = leases.interrupt_before()
     stale = list(
         Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff).values_list(
             "pk", flat=True
@@ -678,5 +657,4 @@ def run_mark_stale_interrupted() -> int:
     return marked
 
 
-def new_lease_owner() -> str:
-    return uuid.uuid4().hex
+new_lease_owner = leases.new_lease_owner

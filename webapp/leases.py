@@ -1,0 +1,68 @@
+"""The lease that keeps one worker on one row: a run, an evaluation or a background job
+(each a model with `status`, `lease_owner` and `heartbeat_at`). A worker claims a row with one
+conditional UPDATE when it is queued, or running under a heartbeat gone stale (its worker died:
+the claim takes it over); the holder renews it while it works; the sweepers end rows whose
+holder vanished and that nobody took over (later than the takeover threshold, so a redelivered
+task gets the first chance). Each app's services add what its rows need around these."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Model, Q
+from django.utils import timezone
+
+
+def new_lease_owner() -> str:
+    return uuid.uuid4().hex
+
+
+def stale_before(seconds: float | None = None) -> datetime:
+    """Heartbeats older than this are stale (default: the takeover threshold)."""
+    return timezone.now() - timedelta(seconds=seconds or settings.ENVLAB_STALE_SECONDS)
+
+
+def interrupt_before() -> datetime:
+    """Heartbeats older than this end the row (the sweepers' threshold)."""
+    return stale_before(settings.ENVLAB_INTERRUPT_SECONDS)
+
+
+def claimable(model: type[Model]) -> Q:
+    """Rows a worker may claim: queued, or running under a stale (or no) heartbeat."""
+    running = model.Status.RUNNING  # type: ignore[attr-defined]
+    return (
+        Q(status=model.Status.QUEUED)  # type: ignore[attr-defined]
+        | Q(status=running, heartbeat_at__lt=stale_before())
+        | Q(status=running, heartbeat_at__isnull=True)
+    )
+
+
+def held(model: type[Model], *, pk: int, lease_owner: str) -> Any:
+    """The row, as a queryset, while `lease_owner` holds its lease."""
+    return model.objects.filter(pk=pk, lease_owner=lease_owner, status=model.Status.RUNNING)  # type: ignore[attr-defined]
+
+
+def renew(model: type[Model], *, pk: int, lease_owner: str, cancel: bool = False, **fields: Any) -> tuple[bool, bool]:
+    """Renew the lease (and set `fields`). Returns (still ours, cancel requested); the second
+    is read only with `cancel` (the model has `cancel_requested`)."""
+    changed = held(model, pk=pk, lease_owner=lease_owner).update(heartbeat_at=timezone.now(), **fields)
+    if changed != 1:
+        return False, False
+    if not cancel:
+        return True, False
+    requested = model.objects.filter(pk=pk).values_list("cancel_requested", flat=True).first()
+    return True, bool(requested)
+
+
+def claim_refused(row: Any, task_id: str = "") -> str:
+    """Why a claim that changed nothing failed: "busy" (alive under another lease: this message
+    may take it over if that worker dies), "duplicate" (another message claimed it: this copy
+    has nothing to do) or "done"."""
+    if row is not None and row.status == type(row).Status.RUNNING:
+        if task_id and getattr(row, "claim_task_id", "") and row.claim_task_id != task_id:
+            return "duplicate"
+        return "busy"
+    return "done"
