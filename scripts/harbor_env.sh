@@ -2,7 +2,7 @@
 # The Harbor server's own environment, .venv-harbor: openenv's Harbor extra (the `harbor`
 # package) needs Python >= 3.12 while the lab is on 3.11, and its pins do not resolve with the
 # lab's. The lab talks HTTP/MCP to the server, so nothing of it has to share the lab's Python.
-#   scripts/harbor_env.sh      create or update it (pinned by constraints-harbor.txt)
+#   scripts/harbor_env.sh      create or update it (constraints-harbor.txt, the whole lock)
 # Then: .venv-harbor/bin/openenv harbor serve --dataset <folder or name@version> ...
 # Exit status 3: no Python 3.12 or newer was found (set HARBOR_PYTHON=/path/to/python3.12).
 set -euo pipefail
@@ -34,7 +34,16 @@ if [ -z "$PY" ]; then
 fi
 echo "harbor: installing openenv's Harbor extra into $VENV with $("$PY" --version) (a few minutes) ..."
 rm -rf "$VENV"
-"$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q -c constraints-harbor.txt "openenv[harbor]"
+mkdir -p var
+LOG=var/harbor-env.log
+# The lock is complete (it was frozen from an install of "openenv[harbor]"): installed as it
+# stands, with no resolving, then checked.
+if ! { "$PY" -m venv "$VENV" \
+       && grep -v '^#' constraints-harbor.txt > "$VENV/requirements.txt" \
+       && "$VENV/bin/python" -m pip install -q --no-deps -r "$VENV/requirements.txt" \
+       && "$VENV/bin/python" -m pip check; } >"$LOG" 2>&1; then
+  tail -n 30 "$LOG" >&2
+  echo "harbor: the install failed (the whole log: $LOG)" >&2
+  exit 1
+fi
 touch "$STAMP"
