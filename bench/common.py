@@ -71,3 +71,27 @@ def write_result(name: str, result: dict[str, Any]) -> Path:
 
 def median(values: list[float]) -> float:
     return statistics.median(values)
+
+
+def train_through_worker(user: Any, config: dict[str, Any], worker: Any, *, timeout: float = 900.0) -> tuple[Any, float]:
+    """Launch `config` as `user` (the API's path) and wait for the real `worker` to train it;
+    returns the succeeded run and the seconds its `trainer.train()` took. Raises with the
+    worker's log when the run does not succeed in time."""
+    import time
+
+    from django.db import transaction
+
+    from webapp.runs.models import Run, RunEvent
+    from webapp.runs.services import run_launch
+
+    with transaction.atomic():
+        run = run_launch(owner=user, data=config)
+    deadline = time.monotonic() + timeout
+    while Run.objects.get(pk=run.pk).status in Run.ACTIVE:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"run {run.pk} did not finish:\n{worker.log_text()[-3000:]}")
+        time.sleep(0.5)
+    run.refresh_from_db()
+    if run.status != "succeeded":
+        raise RuntimeError(f"run {run.pk} {run.status}: {run.error}\n{worker.log_text()[-3000:]}")
+    return run, float(RunEvent.objects.get(run=run, kind="succeeded").data["train_seconds"])

@@ -48,23 +48,12 @@ def _gpu_name() -> str | None:
 
 
 def _train(user: Any, env_id: int, worker: Any, *, backend: str, device: str, steps: int) -> dict[str, Any]:
-    from django.db import transaction
+    from bench.common import median, train_through_worker
+    from webapp.runs.models import MetricPoint
 
-    from bench.common import median
-    from webapp.runs.models import MetricPoint, Run, RunEvent
-    from webapp.runs.services import run_launch
-
-    with transaction.atomic():
-        run = run_launch(owner=user, data=_config(env_id, backend=backend, device=device, steps=steps))
-    deadline = time.monotonic() + 1200
-    while Run.objects.get(pk=run.pk).status in Run.ACTIVE:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{backend} run did not finish:\n{worker.log_text()[-3000:]}")
-        time.sleep(1.0)
-    run.refresh_from_db()
-    if run.status != "succeeded":
-        raise RuntimeError(f"{backend} run {run.status}: {run.error}\n{worker.log_text()[-3000:]}")
-    seconds = float(RunEvent.objects.get(run=run, kind="succeeded").data["train_seconds"])
+    run, seconds = train_through_worker(
+        user, _config(env_id, backend=backend, device=device, steps=steps), worker, timeout=1200
+    )
     rates = list(MetricPoint.objects.filter(run=run, key="perf/generated_tokens_per_s").values_list("value", flat=True))
     memory = list(MetricPoint.objects.filter(run=run, key="perf/gpu_memory_gib").values_list("value", flat=True))
     return {

@@ -55,13 +55,11 @@ def _bare_round(user: Any, config: dict[str, Any]) -> float:
 def main(rounds: int = 5) -> dict[str, Any]:
     from django.conf import settings
     from django.contrib.auth.models import User
-    from django.db import transaction
 
+    from bench.common import train_through_worker
     from tests.envs.servers import run_env_server
     from tests.support.processes import start_worker
     from webapp.catalog.services import environment_register
-    from webapp.runs.models import Run, RunEvent
-    from webapp.runs.services import run_launch
     from worker.demo_model import build_demo_model, demo_model_path, is_built
 
     if not is_built(demo_model_path("echo", settings.MODELS_DIR)):
@@ -82,17 +80,7 @@ def main(rounds: int = 5) -> dict[str, Any]:
                 bare_first = round_index % 2 == 1
                 if bare_first:  # the launch-time config of the previous worker run
                     bare = _bare_round(user, last_config)
-                with transaction.atomic():
-                    run = run_launch(owner=user, data=_config(env.pk))
-                deadline = time.monotonic() + 900
-                while Run.objects.get(pk=run.pk).status in Run.ACTIVE:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(f"worker run did not finish:\n{worker.log_text()[-3000:]}")
-                    time.sleep(0.5)
-                run.refresh_from_db()
-                if run.status != "succeeded":
-                    raise RuntimeError(f"worker run {run.status}: {run.error}\n{worker.log_text()[-3000:]}")
-                seconds = RunEvent.objects.get(run=run, kind="succeeded").data["train_seconds"]
+                run, seconds = train_through_worker(user, _config(env.pk), worker)
                 last_config = run.config
                 if not bare_first:
                     bare = _bare_round(user, run.config)
