@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from django.utils import timezone
 
 from webapp.jobs.models import Job
 from webapp.rewards.learnability import recipe_bounds
@@ -54,7 +55,9 @@ def _claimed(response) -> Job:
     assert response.status_code == 202, response.json()
     body = response.json()
     job_id = body["job"]["id"] if "job" in body else body["id"]
-    Job.objects.filter(pk=job_id).update(status=Job.Status.RUNNING, lease_owner=LEASE)  # as a worker claims it
+    # As a worker claims it: with a heartbeat, so another worker alive in the session (the e2e
+    # tests' own) that receives the job's message finds it held, not free to take over.
+    Job.objects.filter(pk=job_id).update(status=Job.Status.RUNNING, lease_owner=LEASE, heartbeat_at=timezone.now())
     return Job.objects.select_related("owner").get(pk=job_id)
 
 
