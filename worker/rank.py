@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     watch_supervisor(args.supervisor)
     import torch
 
+    from webapp.runs.checkpoints import run_dir
     from webapp.runs.config import RunConfig
     from webapp.runs.models import Run
     from worker.runner import grpo_phase
@@ -58,17 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     group = RankGroup.from_env()
     status = grpo_phase(
         run=run, config=RunConfig.model_validate(run.config), lease_owner=args.lease_owner,
-        output_dir=_output_dir(run.pk),
+        output_dir=run_dir(run.pk),
         start_step=args.start_step, resume_from=Path(args.resume_from) if args.resume_from else None,
         model_source=args.model_source or None, group=group, vllm_url=args.vllm_url or None,
     )
     return 1 if group.lead and status == Run.Status.FAILED else 0
-
-
-def _output_dir(run_id: int) -> Path:
-    from django.conf import settings
-
-    return Path(settings.RUNS_DIR) / str(run_id)
 
 
 if __name__ == "__main__":

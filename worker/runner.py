@@ -31,7 +31,7 @@ from envs.netguard import check_outbound_url  # noqa: E402
 from webapp.accounts.secrets import user_secret_value  # noqa: E402
 from webapp.catalog.credentials import ors_credentials  # noqa: E402
 from webapp.catalog.models import Environment  # noqa: E402
-from webapp.runs.checkpoints import model_resolve, warmup_model_dir  # noqa: E402
+from webapp.runs.checkpoints import model_resolve, run_dir, warmup_model_dir  # noqa: E402
 from webapp.runs.config import RunConfig  # noqa: E402
 from webapp.runs.models import Run  # noqa: E402
 from webapp.runs.services import (  # noqa: E402
@@ -249,7 +249,7 @@ class TelemetryCallback(TrainerCallback):
                     stop_message = f"stopped by the '{stop.kind}' alert at step {stop.step}: {stop.message}"
             except Exception:  # a rule's bug must never break training
                 log.exception("run health check failed at step %s", step)
-        if self.group is not None and self.group.world > 1:
+        if self.group is not None:  # one process: agree() returns the value as it is
             stop_message = self.group.agree(stop_message)
         if stop_message and self.stop_reason is None:
             # on_log runs before the step's save in Trainer._maybe_log_save_evaluate: this
@@ -270,7 +270,7 @@ class TelemetryCallback(TrainerCallback):
                 reason = "telemetry_failed"
             elif sink.cancel_requested.is_set():
                 reason = "cancelled"
-        if self.group is not None and self.group.world > 1:
+        if self.group is not None:  # one process: agree() returns the value as it is
             reason = self.group.agree(reason)
         if reason is None:
             return
@@ -406,7 +406,7 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
     torch.set_num_threads(int(os.environ.get("ENVLAB_TORCH_THREADS", "1")))
     run = Run.objects.get(pk=run_id)
     config = RunConfig.model_validate(run.config)
-    output_dir = Path(settings.RUNS_DIR) / str(run.pk)
+    output_dir = run_dir(run.pk)
     output_dir.mkdir(parents=True, exist_ok=True)
     warmup_dir = warmup_model_dir(run.pk)
     if run.attempts <= 1:
