@@ -77,6 +77,22 @@ class RankGroup:
         return list(gather_object(list(items)))
 
 
+# What a collective raises on the processes still alive when one of them died: torch's own
+# distributed errors, or gloo's and NCCL's transport errors, which reach Python as RuntimeError.
+_PEER_LOST_MARKS = ("gloo/transport", "NCCL", "Connection reset by peer", "Connection closed by peer", "Broken pipe")
+
+
+def peer_lost(exc: BaseException) -> bool:
+    """Whether `exc`, raised in a training process, says another process of the run is gone."""
+    try:
+        from torch.distributed import DistError
+    except ImportError:  # pragma: no cover - torch is a base dependency
+        DistError = ()  # type: ignore[assignment]  # noqa: N806
+    if isinstance(exc, DistError):
+        return True
+    return isinstance(exc, RuntimeError) and any(mark in str(exc) for mark in _PEER_LOST_MARKS)
+
+
 def rank_command(
     *, config: Any, run_id: int, lease_owner: str, start_step: int, resume_from: Path | None,
     model_source: str | None, vllm_url: str | None, port: int, supervisor_pid: int, python: str = sys.executable,

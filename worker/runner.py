@@ -42,7 +42,7 @@ from webapp.runs.services import (  # noqa: E402
     run_warmup_done,
 )
 from worker.datasets import episode_rows  # noqa: E402
-from worker.distributed import RankGroup  # noqa: E402
+from worker.distributed import RankGroup, peer_lost  # noqa: E402
 from worker.grpo_args import grpo_config_kwargs  # noqa: E402
 from worker.health import HealthMonitor  # noqa: E402
 from worker.perf import PerfMeter, completion_tokens, perf_metrics  # noqa: E402
@@ -500,6 +500,13 @@ def grpo_phase(
     except Exception as exc:
         if not lead:
             raise  # the process exits with an error; its launcher stops the others, the first records it
+        if group is not None and group.world > 1 and peer_lost(exc):
+            # Another process died (killed, out of memory): its collective failed here too. The
+            # task that launched them records the run failed with the end of their log, which
+            # says which process died and how; this error alone ("connection reset by peer")
+            # would hide that.
+            log.error("run %s: a training process was lost (%s); the task records the end", run.pk, exc)
+            raise
         log.exception("run %s failed", run.pk)
         status, error = Run.Status.FAILED, _error_message(exc)
     finally:

@@ -4,6 +4,7 @@ record the end. The end-to-end runs of two real processes are in tests/e2e/test_
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -141,6 +142,45 @@ def test_a_single_process_group_passes_values_through():
     group = distributed.RankGroup(rank=0, world=1)
     assert group.lead and group.agree("cancelled") == "cancelled" and group.gather([1, 2]) == [1, 2]
 
+
+
+_PEER_DIES = """
+import os, sys, torch.distributed as dist
+from accelerate.utils import broadcast_object_list
+from worker.distributed import peer_lost
+rank = int(sys.argv[1])
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[2], rank=rank, world_size=2)
+if rank == 1:
+    os._exit(9)  # dies as a killed process does: no goodbye to the group
+try:
+    for _ in range(50):
+        broadcast_object_list([["facts"]], from_process=0)
+        dist.barrier()
+except Exception as exc:
+    print("lost" if peer_lost(exc) else "other", type(exc).__name__, exc)
+else:
+    print("no error")
+"""
+
+
+def test_a_collective_with_a_dead_process_is_told_apart_from_an_ordinary_error():
+    """Two real gloo processes; one dies: what the other's collective raises is a lost peer,
+    so the first process leaves the record to the task, which has the processes' log."""
+    import subprocess
+
+    from worker.vllm_server import free_port
+
+    port = str(free_port())
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _PEER_DIES, str(r), port], stdout=subprocess.PIPE, text=True, env=env)
+        for r in (0, 1)
+    ]
+    out, _ = procs[0].communicate(timeout=120)
+    procs[1].wait(timeout=30)
+    assert out.startswith("lost "), out
+    assert not distributed.peer_lost(RuntimeError("CUDA error: an illegal memory access"))
+    assert not distributed.peer_lost(ValueError("Connection reset by peer"))
 
 @pytest.fixture
 def claimed_run(owner, settings, tmp_path):
