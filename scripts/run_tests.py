@@ -16,8 +16,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 POSTGRES_URL = os.environ.get("ENVLAB_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test")
-# Whole-suite passes per database; the SQLite pass skips what only differs by database
-# engine inside the heavy end-to-end tests (they ran on PostgreSQL already).
+# Whole-suite passes per database. After PostgreSQL, the SQLite pass runs only the tests that
+# can differ by engine: those with database access (pytest-django refuses it to the others:
+# environment servers, adapters, solvers, settings), and not the slow end-to-end training,
+# whose engine-dependent parts (leases, claims, telemetry writes) have their own fast tests.
 SQLITE_MARKERS = os.environ.get("ENVLAB_SQLITE_MARKERS", "")
 
 
@@ -83,6 +85,8 @@ def run_suites(argv: list[str], redis_env: dict[str, str]) -> int:
         markers = SQLITE_MARKERS or ("not slow" if ran_postgres else "")
         if markers:
             args += ["-m", markers]
+        if ran_postgres:
+            args += ["--database-tests-only"]
         status = run(args, base_env) or status
     return status
 
