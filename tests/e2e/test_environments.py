@@ -1,7 +1,9 @@
 """GRPO on every bundled environment, and on two at once: real environment servers, a real
 Celery worker training the demo model with TRL, real Redis. The demo model only learned
 to call `echo`, so on the games its calls mostly fail: what is checked here is the path
-(tools offered, episodes reset, rewards computed per term and stored), not learning."""
+(tools offered, episodes reset, rewards computed per term and stored), not learning.
+
+Slow (most of a minute of training on four servers): `make test` runs it on one database only."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from tests.e2e.helpers import metric_steps, wait_status
 from tests.envs.servers import run_env_server
 from webapp.runs.models import MetricPoint, Rollout, RunEvent
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "MAX_CONCURRENT_ENVS": "16"}
 PROMPTS = {

@@ -8,6 +8,11 @@ from pathlib import Path
 
 import dj_database_url
 
+import envs
+
+# Before anything imports openenv: its Gradio page is off in the lab's processes (envs/__init__.py).
+envs.skip_openenv_web_ui()
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(os.environ.get("ENVLAB_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
