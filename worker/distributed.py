@@ -84,10 +84,8 @@ _PEER_LOST_MARKS = ("gloo/transport", "NCCL", "Connection reset by peer", "Conne
 
 def peer_lost(exc: BaseException) -> bool:
     """Whether `exc`, raised in a training process, says another process of the run is gone."""
-    try:
-        from torch.distributed import DistError
-    except ImportError:  # pragma: no cover - torch is a base dependency
-        DistError = ()  # type: ignore[assignment]  # noqa: N806
+    from torch.distributed import DistError
+
     if isinstance(exc, DistError):
         return True
     return isinstance(exc, RuntimeError) and any(mark in str(exc) for mark in _PEER_LOST_MARKS)
