@@ -257,18 +257,23 @@ def _tail(path: Path) -> str:
 
 
 def supervisor_alive(pid: int) -> bool:
+    """Whether the task's process is there: a killed one stays a zombie until its Celery parent
+    reaps it, and a zombie is gone for this purpose (psutil comes with accelerate)."""
+    import psutil
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
+    except psutil.AccessDenied:
         return True
-    return True
 
 
-def watch_supervisor(pid: int, *, every: float = 1.0) -> None:
+def watch_supervisor(pid: int, *, every: float = 1.0, grace: float = STOP_GRACE_SECONDS) -> None:
     """In a training process: SIGTERM this process once the task that started the processes is
-    gone (its worker died), so none trains on without a run to record into."""
+    gone (its worker died), so none trains on without a run to record into; SIGKILL after
+    `grace` seconds if the SIGTERM did not end it (the main thread stuck in a call that never
+    returns to Python, or an `except BaseException` somewhere that swallowed the exit)."""
     import threading
 
     def watch() -> None:
@@ -276,5 +281,8 @@ def watch_supervisor(pid: int, *, every: float = 1.0) -> None:
             time.sleep(every)
         log.warning("the task that started this training process (pid %s) is gone; stopping", pid)
         os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(grace)
+        log.error("still running %.0f s after the SIGTERM; killing this training process", grace)
+        os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=watch, name="supervisor-watch", daemon=True).start()

@@ -145,7 +145,9 @@ def test_a_lost_worker_takes_its_processes_with_it_and_the_run_is_taken_over(api
     gone and stop, the lease goes stale, and the redelivered task resumes from the checkpoint
     with two new processes."""
     env_id = register_echo(api, echo_url)
-    run_id = api.post("/api/runs/", _config(env_id, max_steps=6, save_steps=2), format="json").json()["id"]
+    # Steps enough that the kill lands mid-run: the processes notice within seconds, and a run
+    # nearer its end could finish first (as it did on CI, with 6 steps).
+    run_id = api.post("/api/runs/", _config(env_id, max_steps=10, save_steps=2), format="json").json()["id"]
     wait_for(
         lambda: (Run.objects.get(pk=run_id).checkpoint_step or 0) >= 2 and Run.objects.get(pk=run_id).step >= 3,
         300, "a checkpoint and a step past it",
@@ -158,7 +160,7 @@ def test_a_lost_worker_takes_its_processes_with_it_and_the_run_is_taken_over(api
 
     run = wait_status(run_id, ("succeeded", "failed", "interrupted"), 400, worker)
     assert (run.status, run.attempts) == ("succeeded", 2), run.error
-    assert metric_steps(run_id, "reward") == list(range(1, 7))
-    assert sorted(set(Rollout.objects.filter(run_id=run_id).values_list("step", flat=True))) == list(range(1, 7))
-    assert Rollout.objects.filter(run_id=run_id).count() == 6 * 8
+    assert metric_steps(run_id, "reward") == list(range(1, 11))
+    assert sorted(set(Rollout.objects.filter(run_id=run_id).values_list("step", flat=True))) == list(range(1, 11))
+    assert Rollout.objects.filter(run_id=run_id).count() == 10 * 8
     _no_processes_left(run_id)

@@ -241,3 +241,39 @@ def test_processes_that_do_not_stop_after_a_cancel_are_stopped_and_the_run_cance
     run = Run.objects.get(pk=claimed_run.pk)
     assert run.status == Run.Status.CANCELLED and "did not stop at a step end" in run.error
     assert not distributed.supervisor_alive(int(pid_file.read_text()))
+
+
+_IGNORES_SIGTERM = """
+import signal, sys, time
+sys.path.insert(0, sys.argv[2])
+from worker.distributed import watch_supervisor
+signal.signal(signal.SIGTERM, lambda *_: print("sigterm: ignored", flush=True))
+watch_supervisor(int(sys.argv[1]), every=0.1, grace=1.0)
+time.sleep(60)
+"""
+
+
+def test_a_training_process_whose_task_died_stops_even_if_it_ignores_sigterm():
+    """The task's process is killed and left a zombie (its Celery parent has not reaped it yet):
+    the training process sees it gone, sends itself SIGTERM, and SIGKILL after the grace."""
+    import signal
+    import subprocess
+    import time
+
+    task = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    os.kill(task.pid, signal.SIGKILL)
+    time.sleep(0.3)  # not reaped: a zombie, as a killed pool child is until its parent waits
+    assert open(f"/proc/{task.pid}/stat").read().split()[2] == "Z"
+    assert not distributed.supervisor_alive(task.pid)
+
+    started = time.monotonic()
+    training = subprocess.Popen(
+        [sys.executable, "-c", _IGNORES_SIGTERM, str(task.pid), str(Path(__file__).resolve().parents[2])],
+        stdout=subprocess.PIPE, text=True,
+    )
+    out, _ = training.communicate(timeout=60)
+    assert training.returncode == -signal.SIGKILL
+    assert "sigterm: ignored" in out
+    assert time.monotonic() - started < 30
+    task.wait()
+    assert distributed.supervisor_alive(os.getpid())
