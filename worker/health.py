@@ -15,6 +15,7 @@ from typing import Any
 
 from envs.adapters.tool_metrics import tool_call_names, tool_results
 from webapp.runs.config import AlertSettings
+from worker.group_starts import GroupStarts
 
 
 @dataclass(frozen=True)
@@ -40,9 +41,10 @@ def _finite(value: float | None) -> float | None:
 
 
 class HealthMonitor:
-    """Feed `tool_results` with each generation batch's rollouts and `observe` with each
-    step's logs; `observe` returns the alerts raised or cleared at that step. `stop` is the
-    first raised alert whose kind the run's `stop_on` names."""
+    """Feed `tool_results` with each generation batch's rollouts, `group_starts` with its
+    groups' starts (worker/group_starts.py) and `observe` with each step's logs; `observe`
+    returns the alerts raised or cleared at that step. `stop` is the first raised alert whose
+    kind the run's `stop_on` names."""
 
     def __init__(self, settings: AlertSettings, *, tool_env: bool = True) -> None:
         self.settings = settings
@@ -58,6 +60,8 @@ class HealthMonitor:
         self._step_calls: Counter[str] = Counter()
         self._step_failures: Counter[str] = Counter()
         self._step_errors: dict[str, Counter[str]] = {}
+        self._step_starts: GroupStarts | None = None
+        self._steps_without_mismatch = 0
 
     # --- inputs ---------------------------------------------------------------------------
 
@@ -74,6 +78,12 @@ class HealthMonitor:
                     name = result.name[:64]
                     self._step_failures[name] += 1
                     self._step_errors.setdefault(name, Counter())[result.error[:200]] += 1
+
+    def group_starts(self, starts: GroupStarts) -> None:
+        """The step's groups, and which of them started from different observations."""
+        if self._step_starts is None:
+            self._step_starts = GroupStarts()
+        self._step_starts.add(starts)
 
     def observe(self, step: int, logs: dict[str, Any]) -> list[Alert]:
         if not self.settings.enabled:
@@ -155,6 +165,8 @@ class HealthMonitor:
                 ),
             )
 
+        changes += self._group_mismatch_rule(step)
+
         for alert in changes:
             if alert.active and self.stop is None and alert.kind in s.stop_on:
                 self.stop = alert
@@ -176,6 +188,22 @@ class HealthMonitor:
         if raised is None:
             return []
         return [Alert(kind=kind, step=step, message=f"cleared at step {step}: {raised.message}", active=False)]
+
+    def _group_mismatch_rule(self, step: int) -> list[Alert]:
+        """Raised at the first step with a group whose completions started from different
+        observations: by chance a few groups match, so one clean step proves nothing; cleared
+        after `group_mismatch_clear_steps` steps in a row without one. A step without checked
+        groups (no rollouts generated, or no fingerprints) changes nothing."""
+        starts, self._step_starts = self._step_starts, None
+        if starts is None or not starts.checked_total:
+            return []
+        mismatched = starts.mismatched_total > 0
+        self._steps_without_mismatch = 0 if mismatched else self._steps_without_mismatch + 1
+        holds = mismatched or (
+            "group_mismatch" in self.active
+            and self._steps_without_mismatch < self.settings.group_mismatch_clear_steps
+        )
+        return self._rule("group_mismatch", step, holds, 1, lambda: group_mismatch_message(step, starts))
 
     def _merge_async_tool_metrics(self, logs: dict[str, Any]) -> None:
         """The async trainer's per-tool totals (`tools/<name>/call_total|failure_total`)."""
@@ -206,3 +234,25 @@ class HealthMonitor:
             error, count = errors.most_common(1)[0]
             text += f", most often: {error} ({count}x)"
         return text + "."
+
+
+def group_mismatch_message(step: int, starts: GroupStarts) -> str:
+    envs = sorted(env for env, count in starts.mismatched.items() if count)
+    fix = "fix the start with the environment's reset options, or make the server's reset honour the seed"
+    if len(envs) == 1:
+        env = envs[0]
+        return (
+            f"environment '{env}': its reset ignores the seed: GRPO's advantages compare different starts "
+            f"({starts.mismatched[env]} of {starts.checked[env]} groups at step {step} started from different "
+            f"observations); {fix}."
+        )
+    names = _and([f"'{env}'" for env in envs])
+    counts = _and([f"{starts.mismatched[env]} of {starts.checked[env]} groups of '{env}'" for env in envs])
+    return (
+        f"environments {names}: their resets ignore the seed: GRPO's advantages compare different starts "
+        f"(at step {step}, {counts} started from different observations); {fix}."
+    )
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from webapp.runs.config import AlertSettings, RunConfigError, parse_run_config
+from worker.group_starts import GroupStarts
 from worker.health import Alert, HealthMonitor
 
 HEALTHY = {
@@ -160,3 +163,72 @@ def test_config_defaults_and_bounds():
     with pytest.raises(RunConfigError) as refused:
         parse_run_config({**base, "alerts": {"zero_variance_frac": 1.5, "stop_on": ["bogus"], "typo": 1}})
     assert set(refused.value.errors) == {"alerts.zero_variance_frac", "alerts.stop_on.0", "alerts.typo"}
+
+
+def starts(checked: dict[str, int], mismatched: dict[str, int]) -> GroupStarts:
+    return GroupStarts(checked=Counter(checked), mismatched=Counter(mismatched))
+
+
+CHESS_MESSAGE = (
+    "environment 'chess': its reset ignores the seed: GRPO's advantages compare different starts (3 of 4 groups "
+    "at step 2 started from different observations); fix the start with the environment's reset options, or make "
+    "the server's reset honour the seed."
+)
+
+
+def test_group_mismatch_is_raised_at_the_first_step_with_one_naming_the_environment():
+    monitor = HealthMonitor(AlertSettings())
+    monitor.group_starts(starts({"chess": 4}, {}))
+    assert monitor.observe(1, step(reward=0.1)) == []
+
+    monitor.group_starts(starts({"chess": 2}, {"chess": 1}))
+    monitor.group_starts(starts({"chess": 2}, {"chess": 2}))  # a second generation batch of the step
+    raised = monitor.observe(2, step(reward=0.2))
+
+    assert raised == [Alert(kind="group_mismatch", step=2, message=CHESS_MESSAGE, active=True)]
+    assert monitor.stop is None
+
+
+def test_group_mismatch_stays_through_chance_matches_and_clears_after_the_clean_steps():
+    monitor = HealthMonitor(AlertSettings(group_mismatch_clear_steps=3))
+    monitor.group_starts(starts({"chess": 4}, {"chess": 3}))
+    assert [a.kind for a in monitor.observe(2, step(reward=0.2))] == ["group_mismatch"]
+    seen = []
+    for s, groups in ((3, {}), (4, {}), (5, {"chess": 1}), (6, {}), (7, {}), (8, {})):
+        monitor.group_starts(starts({"chess": 4}, groups))
+        seen.append(monitor.observe(s, step(reward=0.1 * s)))
+    # A step that generated nothing (no starts fed) neither counts as clean nor clears.
+    seen.append(monitor.observe(9, step(reward=0.9)))
+
+    assert seen[:5] == [[]] * 5
+    assert seen[5] == [Alert(kind="group_mismatch", step=8, message=f"cleared at step 8: {CHESS_MESSAGE}", active=False)]
+    assert seen[6] == [] and monitor.active == {}
+
+
+def test_group_mismatch_in_a_run_of_several_environments_names_those_whose_groups_mismatch():
+    monitor = HealthMonitor(AlertSettings())
+    monitor.group_starts(starts({"finqa": 2, "chess": 4, "echo": 2}, {"finqa": 2, "chess": 1}))
+
+    [alert] = monitor.observe(5, step())
+
+    assert alert.message == (
+        "environments 'chess' and 'finqa': their resets ignore the seed: GRPO's advantages compare different "
+        "starts (at step 5, 1 of 4 groups of 'chess' and 2 of 2 groups of 'finqa' started from different "
+        "observations); fix the start with the environment's reset options, or make the server's reset honour "
+        "the seed."
+    )
+
+
+def test_group_mismatch_without_checked_groups_raises_nothing_and_may_stop_the_run():
+    quiet = HealthMonitor(AlertSettings())
+    quiet.group_starts(starts({}, {}))
+    assert quiet.observe(1, step()) == []
+
+    stopping = HealthMonitor(parse_run_config({
+        "name": "r", "model": "demo:echo", "environments": [{"environment": 1}],
+        "alerts": {"stop_on": ["group_mismatch"]},
+    }).alerts)
+    stopping.group_starts(starts({"chess": 1}, {"chess": 1}))
+    [alert] = stopping.observe(1, step())
+    assert stopping.stop == alert and alert.kind == "group_mismatch"
+    assert AlertSettings().group_mismatch_clear_steps == 10

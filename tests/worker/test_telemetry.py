@@ -210,3 +210,64 @@ def test_async_trainer_metric_spellings_are_stored_under_grpos_names(claimed_run
         (1, "rewards/outcome/mean"): 0.5, (1, "perf/generated_tokens_per_s"): 99.0, (1, "sample/staleness_mean"): 1.0,
         (2, "rewards/outcome/mean"): 0.75, (3, "rewards/outcome/mean"): 0.8,
     }
+
+
+def test_a_steps_mismatched_groups_are_stored_as_its_metrics_and_raise_the_alert(claimed_run):
+    from types import SimpleNamespace
+
+    from webapp.runs.config import AlertSettings
+    from webapp.runs.models import RunEvent
+    from webapp.runs.selectors import run_metric_keys
+    from worker.group_starts import group_starts
+    from worker.health import HealthMonitor
+    from worker.runner import TelemetryCallback
+
+    sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.2)
+    callback = TelemetryCallback(sink, HealthMonitor(AlertSettings()))
+    control = SimpleNamespace(should_save=False, should_training_stop=False)
+    # What the trainer adds from a generation batch of step 1: two groups of two, one mismatched.
+    callback.starts.add(group_starts([
+        {"env": "draw", "reset_fingerprint": "a"}, {"env": "draw", "reset_fingerprint": "b"},
+        {"env": "draw", "reset_fingerprint": "c"}, {"env": "draw", "reset_fingerprint": "c"},
+    ], 2))
+
+    callback.on_log(None, SimpleNamespace(global_step=1), control, logs={"loss": 0.5})
+    callback.on_log(None, SimpleNamespace(global_step=2), control, logs={"loss": 0.4})  # generated nothing
+
+    assert sink.close(timeout=10) is True
+    stored = {
+        (p.step, p.key): p.value
+        for p in MetricPoint.objects.filter(run=claimed_run).exclude(key=WALL_TIME_KEY)
+    }
+    assert stored == {
+        (1, "loss"): 0.5, (1, "group_mismatch"): 1.0, (1, "group_mismatch_frac"): 0.5, (2, "loss"): 0.4,
+    }
+    assert {"group_mismatch", "group_mismatch_frac"} <= set(run_metric_keys(run=claimed_run))
+    assert list(RunEvent.objects.filter(run=claimed_run, kind="alert").values_list("data", "message")) == [(
+        {"alert": "group_mismatch", "step": 1, "active": True},
+        "environment 'draw': its reset ignores the seed: GRPO's advantages compare different starts (1 of 2 groups "
+        "at step 1 started from different observations); fix the start with the environment's reset options, or "
+        "make the server's reset honour the seed.",
+    )]
+    assert (control.should_save, control.should_training_stop) == (False, False)
+
+
+def test_a_rollouts_reset_fingerprint_is_not_stored_and_changes_nothing_else(claimed_run):
+    from webapp.runs.models import prompt_key
+
+    prompt = [{"role": "user", "content": "Draw.\ncard: 6 of spades"}]
+    row = {"step": 1, "env": "draw", "seed": 7, "prompt": prompt, "messages": [], "rewards": {"r": 1.0}, "reward": 1.0}
+    sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.2)
+
+    sink.rollouts([{**row, "reset_fingerprint": "7875da79d2fd6d96"}, row])
+
+    assert sink.close(timeout=10) is True
+    stored = list(
+        Rollout.objects.filter(run=claimed_run).order_by("seq")
+        .values("env", "seed", "prompt_key", "prompt", "rewards", "reward", "episode", "unscored")
+    )
+    expected = {
+        "env": "draw", "seed": 7, "prompt_key": prompt_key("draw", prompt, 7), "prompt": prompt,
+        "rewards": {"r": 1.0}, "reward": 1.0, "episode": {}, "unscored": False,
+    }
+    assert stored == [expected, expected]
