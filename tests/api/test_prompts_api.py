@@ -73,16 +73,16 @@ def test_the_timeline_of_a_prompt_repeated_at_steps_1_and_3(api, run):
             {"step": 1, "rollout_count": 2, "reward_mean": pytest.approx(0.6), "reward_std": pytest.approx(math.sqrt(0.5)),
              "rollouts": [
                  {"seq": 1, "reward": 0.1, "rewards": {"env_reward": 0.0, "tool_called": 1.0}, "advantage": -0.5,
-                  "unscored": False, "messages": _tool_messages("alpha?")},
+                  "unscored": False, "messages": _tool_messages("alpha?"), "replay_url": f"/replay/runs/{run.pk}/1/"},
                  {"seq": 2, "reward": 1.1, "rewards": {"env_reward": 1.0, "tool_called": 1.0}, "advantage": 0.5,
-                  "unscored": False, "messages": _tool_messages("alpha")},
+                  "unscored": False, "messages": _tool_messages("alpha"), "replay_url": f"/replay/runs/{run.pk}/2/"},
              ]},
             {"step": 3, "rollout_count": 2, "reward_mean": pytest.approx(1.1), "reward_std": 0.0,
              "rollouts": [
                  {"seq": 5, "reward": 1.1, "rewards": {"env_reward": 1.0, "tool_called": 1.0}, "advantage": 0.5,
-                  "unscored": False, "messages": _tool_messages("alpha")},
+                  "unscored": False, "messages": _tool_messages("alpha"), "replay_url": f"/replay/runs/{run.pk}/5/"},
                  {"seq": 6, "reward": 1.1, "rewards": {"env_reward": 1.0, "tool_called": 1.0}, "advantage": 0.5,
-                  "unscored": False, "messages": _tool_messages("alpha")},
+                  "unscored": False, "messages": _tool_messages("alpha"), "replay_url": f"/replay/runs/{run.pk}/6/"},
              ]},
         ],
     }

@@ -218,3 +218,24 @@ def test_run_and_evaluation_pages_link_every_transcript_to_its_replay(owner, cat
         ).group(1)
     )
     assert [e["replay_url"] for e in episodes] == [f"/replay/evaluations/{evaluation.pk}/0/0/"]
+
+
+def test_the_run_local_replay_path_redirects_for_those_who_may_see_it(owner, outsider, catch_run):
+    path = f"/runs/{catch_run.pk}/rollouts/3/replay/"
+
+    moved = _client(owner).get(path + "?turn=1")
+    viewer = _client(grant(outsider, "runs.view_run")).get(path)
+
+    assert (moved.status_code, moved["Location"]) == (301, f"/replay/runs/{catch_run.pk}/3/?turn=1")
+    assert (viewer.status_code, viewer["Location"]) == (301, f"/replay/runs/{catch_run.pk}/3/")
+    assert _client(owner).get(moved["Location"]).status_code == 200
+
+
+def test_the_run_local_replay_path_tells_an_outsider_nothing(owner, outsider, staff, catch_run, client):
+    refused = [_client(user).get(f"/runs/{catch_run.pk}/rollouts/3/replay/") for user in (outsider, staff)]
+
+    assert [(r.status_code, r.has_header("Location")) for r in refused] == [(404, False), (404, False)]
+    assert _client(owner).get(f"/runs/{catch_run.pk}/rollouts/4/replay/").status_code == 404
+    assert _client(owner).get(f"/runs/{catch_run.pk + 1}/rollouts/3/replay/").status_code == 404
+    anonymous = client.get(f"/runs/{catch_run.pk}/rollouts/3/replay/")
+    assert (anonymous.status_code, anonymous["Location"].split("?")[0]) == (302, "/login/")

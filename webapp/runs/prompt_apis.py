@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.api.params import int_param
-from webapp.runs.models import Run
+from webapp.runs.models import Rollout, Run
 from webapp.runs.prompts import (
     DEFAULT_PROMPT_ORDER,
     MAX_CHOSEN_STEPS,
@@ -30,6 +30,7 @@ from webapp.runs.prompts import (
     run_prompt_timeline,
     run_prompts,
 )
+from webapp.runs.replay_views import rollout_replay_url
 from webapp.runs.selectors import runs_visible_to
 
 MAX_PAGE_SIZE = 200
@@ -64,6 +65,10 @@ class PromptTimelineRolloutOut(serializers.Serializer):
     advantage = serializers.FloatField(allow_null=True)
     unscored = serializers.BooleanField()
     messages = serializers.JSONField()
+    replay_url = serializers.SerializerMethodField(help_text="The rollout's replay page (an absolute path).")
+
+    def get_replay_url(self, rollout: Rollout) -> str:
+        return rollout_replay_url(rollout)
 
 
 class PromptTimelineStepOut(serializers.Serializer):

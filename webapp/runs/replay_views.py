@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.staticfiles import finders
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
@@ -165,8 +165,28 @@ def replay_page(request: HttpRequest, replay: dict[str, Any]) -> HttpResponse:
     )
 
 
+def rollout_replay_url(rollout: Rollout) -> str:
+    """The path of the rollout's replay page (what the API's `replay_url` carries)."""
+    return reverse("rollout-replay", args=[rollout.run_id, rollout.seq])
+
+
+def _visible_rollout(request: HttpRequest, pk: int, seq: int) -> tuple[Run, Rollout]:
+    run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+    return run, get_object_or_404(Rollout, run=run, seq=seq)
+
+
 @login_required
 def rollout_replay_view(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
-    run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
-    rollout = get_object_or_404(Rollout, run=run, seq=seq)
+    run, rollout = _visible_rollout(request, pk, seq)
     return replay_page(request, rollout_replay(run=run, rollout=rollout))
+
+
+@login_required
+def rollout_replay_redirect(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
+    """`/runs/<id>/rollouts/<seq>/replay/`, the path next to the run's own pages, answers a
+    permanent redirect to the replay page. Access is checked here too: a redirect for a run
+    the caller may not see would tell them it exists."""
+    _run, rollout = _visible_rollout(request, pk, seq)
+    target = rollout_replay_url(rollout)
+    query = request.GET.urlencode()
+    return HttpResponsePermanentRedirect(f"{target}?{query}" if query else target)

@@ -10,6 +10,11 @@ urlpatterns = [
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
     path("runs/<int:pk>/cancel/", views.run_cancel, name="run-cancel"),
     path("runs/<int:pk>/resume/", views.run_resume_view, name="run-resume"),
+    path(
+        "runs/<int:pk>/rollouts/<int:seq>/replay/",
+        replay_views.rollout_replay_redirect,
+        name="rollout-replay-redirect",
+    ),
     path("runs/<int:pk>/prompts/", prompt_views.run_prompt_list, name="run-prompts"),
     path(
         "runs/<int:pk>/prompts/<str:key>/", prompt_views.run_prompt_timeline_view, name="run-prompt-timeline"
