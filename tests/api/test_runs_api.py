@@ -96,7 +96,11 @@ def test_capacity_below_generation_batch(api, echo_env, built_model):
     assert response.json() == {
         "environments.0.environment": [
             "environment 'echo' takes 2 concurrent sessions, fewer than the generation batch of 4 "
-            "rollouts (per_device_train_batch_size x gradient_accumulation_steps)"
+            "rollouts (per_device_train_batch_size x gradient_accumulation_steps): lower num_generations and "
+            "per_device_train_batch_size x gradient_accumulation_steps to 2 (with num_generations 4 the smallest "
+            "generation batch is 4 rollouts), or make the server take more: mark its environment class "
+            "concurrency-safe (SUPPORTS_CONCURRENT_SESSIONS = True) and pass max_concurrent_envs to create_app, "
+            "then measure its capacity again"
         ]
     }
     assert Run.objects.count() == 0

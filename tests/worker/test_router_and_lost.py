@@ -203,7 +203,10 @@ def test_capacity_reached_names_environment_capacity_and_batch():
             Bound().reset(target="b")
         assert str(refused.value) == (
             f"Environment 'echo-small' at {url} refused a session (CAPACITY_REACHED): it takes 1 concurrent "
-            "sessions, and the generation batch of 4 rollouts needs one each. Lower "
-            "per_device_train_batch_size x gradient_accumulation_steps, or raise the server's MAX_CONCURRENT_ENVS."
+            "session, and the generation batch of 4 rollouts needs one each. A smaller batch cannot fit: "
+            "num_generations is at least 2, so the smallest generation batch is 2 rollouts; restart the server "
+            "with a larger MAX_CONCURRENT_ENVS, then measure its capacity again."
         )
+        # The limit the server stated, and whose it is, for the worker to store on the row.
+        assert (refused.value.capacity, refused.value.env_name) == (1, "echo")
         first._close()

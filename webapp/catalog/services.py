@@ -23,8 +23,15 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from webapp.catalog.capacity import (
+    CAPACITY_AT_LEAST,
+    CAPACITY_DECLARED,
+    CAPACITY_LEARNED,
+    CAPACITY_PROBED,
+)
 from webapp.catalog.models import Environment
 from webapp.catalog.probe import (
+    CapacityResult,
     ProbeError,
     ProbeResult,
     normalise_base_url,
@@ -40,8 +47,17 @@ IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._/-]{0,199}(:[A-Za-z0-9._-]{1,128})?(@s
 
 # Metadata set at registration, not read from the server: a re-probe keeps it.
 KEPT_ON_PROBE = (
-    "image", "ors_catalog", "api_key_env", "capacity_source", "bundled", "catalog_entry", "catalog_snapshot",
+    "image", "ors_catalog", "api_key_env", "capacity_source", "capacity_stopped_by", "capacity_learned",
+    "bundled", "catalog_entry", "catalog_snapshot",
 )
+
+
+def _measured_metadata(metadata: dict[str, Any], measured: CapacityResult) -> dict[str, Any]:
+    """A row's metadata once its capacity was measured: what an earlier refusal taught is replaced."""
+    kept = {k: v for k, v in metadata.items() if k not in ("capacity_stopped_by", "capacity_learned")}
+    if not measured.at_least:
+        return {**kept, "capacity_source": CAPACITY_PROBED}
+    return {**kept, "capacity_source": CAPACITY_AT_LEAST, "capacity_stopped_by": measured.stopped_by}
 
 
 # Kinds whose servers refuse a `/ws` session past their limit with CAPACITY_REACHED, so it can be
@@ -438,7 +454,7 @@ def _register(
         if not result.healthy:
             raise EnvironmentRejected({"base_url": [result.error]})
     names = _entry_names(name=name, results=results)
-    capacity_source = "declared" if capacity is not None else ""
+    capacity_metadata: dict[str, Any] = {"capacity_source": CAPACITY_DECLARED} if capacity is not None else {}
     if measure_capacity and capacity is None:
         if results[0].kind not in MEASURABLE_KINDS:
             raise EnvironmentRejected({"capacity": [
@@ -449,7 +465,7 @@ def _register(
         except ProbeError as exc:
             raise EnvironmentRejected({"capacity": [f"measuring capacity failed: {exc}"]}) from None
         capacity = measured.capacity
-        capacity_source = "probed (at least)" if measured.at_least else "probed"
+        capacity_metadata = _measured_metadata({}, measured)
         if capacity < 1:
             raise EnvironmentRejected({"capacity": ["the server refused every session (CAPACITY_REACHED)"]})
     taken = _names_taken(names)
@@ -466,10 +482,7 @@ def _register(
                     base_url=base_url,
                     status=Environment.Status.HEALTHY,
                     tools=result.tools,
-                    metadata={
-                        **result.metadata, **metadata_extra,
-                        **({"capacity_source": capacity_source} if capacity_source else {}),
-                    },
+                    metadata={**result.metadata, **metadata_extra, **capacity_metadata},
                     # Entries of one server declare the same capacity: it is the server's.
                     capacity=capacity,
                     checked_at=checked_at,
@@ -529,12 +542,36 @@ def environment_measure_capacity(*, environment: Environment) -> Environment:
     except ProbeError as exc:
         raise EnvironmentRejected({"capacity": [f"measuring capacity failed: {exc}"]}) from None
     environment.capacity = measured.capacity
-    environment.metadata = {
-        **(environment.metadata or {}),
-        "capacity_source": "probed (at least)" if measured.at_least else "probed",
-    }
+    environment.metadata = _measured_metadata(environment.metadata or {}, measured)
     environment.save(update_fields=["capacity", "metadata"])
     return environment
+
+
+@transaction.atomic
+def environment_capacity_learned(
+    *, environment_id: int, capacity: int, run_id: int | None = None, step: int | None = None,
+    phase: str = "", evaluation_id: int | None = None,
+) -> bool:
+    """Store the session limit a server stated when it refused a session (CAPACITY_REACHED):
+    its own word beats a declaration or a measurement, so the next launch whose generation
+    batch exceeds it is refused at launch instead of failing mid-run. Where it was learned
+    (`run_id` at `step` of `phase`, or `evaluation_id`) is kept for the environment's page.
+    Returns False when the row is gone or the number is not a usable limit."""
+    if capacity < 1:
+        return False  # a server that takes no session at all says something else is wrong
+    environment = Environment.objects.select_for_update().filter(pk=environment_id).first()
+    if environment is None:
+        return False
+    where = {
+        key: value for key, value in
+        (("run", run_id), ("step", step), ("phase", phase or None), ("evaluation", evaluation_id))
+        if value is not None
+    }
+    metadata = {k: v for k, v in (environment.metadata or {}).items() if k != "capacity_stopped_by"}
+    environment.capacity = capacity
+    environment.metadata = {**metadata, "capacity_source": CAPACITY_LEARNED, "capacity_learned": where}
+    environment.save(update_fields=["capacity", "metadata"])
+    return True
 
 
 def environments_recheck(*, older_than_seconds: float = 0) -> int:

@@ -17,8 +17,10 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from envs import capacity as limits
 from envs.netguard import OutboundRefused, check_outbound_url
 from webapp import leases
+from webapp.catalog.capacity import capacity_is_lower_bound, capacity_shown
 from webapp.catalog.models import Environment
 from webapp.catalog.probe import ProbeError, probe_environment
 from webapp.catalog.selectors import environments_visible_to
@@ -36,6 +38,9 @@ log = logging.getLogger(__name__)
 
 # Enqueued by name: webapp code does not import the worker's task module.
 TRAIN_TASK = "worker.tasks.train_run"
+# The event kind of what a launch was warned about (run_config_warnings): the run page lists
+# it with the others, and POST /api/runs/ answers with these messages as `warnings`.
+LAUNCH_WARNING = "launch_warning"
 # The warm-up's metrics (worker/warmup.py), numbered by SFT step.
 WARMUP_METRIC_PREFIX = "sft/"
 
@@ -154,9 +159,6 @@ def run_config_check(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, 
             config.rewards = recipe_resolve(ref=config.rewards, user=user, env_names=names)
         except RecipeRefError as exc:
             errors["rewards.recipe"] = [str(exc)]
-    # A warm-up alone plays its episodes one at a time: one session per environment.
-    # Every training process plays its own generation batch at once (worker/distributed.py).
-    batch = config.grpo.generation_batch_size * config.ranks if config.grpo is not None else 1
     if config.warmup is not None:
         errors.update(_warmup_errors(config=config, user=user))
     tool_owner: dict[str, tuple[str, str]] = {}
@@ -210,14 +212,70 @@ def run_config_check(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, 
             problem = str(exc)
         if problem:
             errors[key] = [f"environment '{environment.name}' is unhealthy: {problem}"]
-        elif config.harness is None and environment.capacity is not None and environment.capacity < batch:
-            errors[key] = [
-                f"environment '{environment.name}' takes {environment.capacity} concurrent sessions, "
-                f"fewer than the generation batch of {batch} rollouts "
-                f"(per_device_train_batch_size x gradient_accumulation_steps"
-                f"{' x processes' if config.ranks > 1 else ''})"
-            ]
+        elif config.harness is None:
+            errors.update(_capacity_findings(config=config, environment=environment, index=index, refusing=True))
     return errors
+
+
+def run_config_warnings(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, list[str]]:
+    """What a launch that passed `run_config_check` should still be told: a capacity that is
+    only a lower bound and below what the run holds at once (it may or may not fit)."""
+    warnings: dict[str, list[str]] = {}
+    for index, item in enumerate(config.environments):
+        environment = environments_visible_to(user=user).filter(pk=item.environment).first()
+        if environment is not None:
+            warnings.update(_capacity_findings(config=config, environment=environment, index=index, refusing=False))
+    return warnings
+
+
+def _capacity_findings(
+    *, config: RunConfig, environment: Environment, index: int, refusing: bool
+) -> dict[str, list[str]]:
+    """The run needs more sessions at once than the environment's capacity: a refusal where the
+    capacity is the server's limit (declared, measured, or stated in a refusal), a warning
+    where a measurement only found a lower bound (`refusing` picks which are returned). A
+    lower bound never refuses: a chess server measured "at least 22" held 64."""
+    capacity = environment.capacity
+    lower_bound = capacity_is_lower_bound(environment)
+    if capacity is None or lower_bound == refusing:
+        return {}
+    harness = config.harness
+    if harness is not None:
+        field, needed = "harness.max_concurrent_rollouts", harness.max_concurrent_rollouts + 1
+        wanted = (
+            f"the {needed} that {harness.max_concurrent_rollouts} rollouts in flight need (one more for the "
+            "rollout worker)"
+        )
+    else:
+        field = f"environments.{index}.environment"
+        # A warm-up alone plays its episodes one at a time: one session per environment.
+        # Every training process plays its own generation batch at once (worker/distributed.py).
+        needed = config.grpo.generation_batch_size * config.ranks if config.grpo is not None else 1
+        wanted = (
+            f"the generation batch of {needed} rollouts (per_device_train_batch_size x "
+            f"gradient_accumulation_steps{' x processes' if config.ranks > 1 else ''})"
+        )
+    if capacity >= needed:
+        return {}
+    _, source = capacity_shown(environment)
+    takes = f"environment '{environment.name}' takes {'at least ' if lower_bound else ''}{limits.sessions(capacity)}"
+    takes += f" ({source})" if source else ""
+    if not refusing:
+        return {field: [
+            f"{takes}, fewer than {wanted}: the run is launched, but if the server takes "
+            f"fewer than {needed} it refuses a session and the run fails. To know its limit, measure its "
+            "capacity again with a longer ENVLAB_PROBE_DEADLINE, or register it declaring its capacity"
+        ]}
+    bundled = limits.row_reads_max_concurrent_envs(kind=environment.kind, metadata=environment.metadata)
+    if harness is not None:
+        server = limits.more_sessions_advice(reads_max_concurrent_envs=bundled)
+        fewer = f"lower harness.max_concurrent_rollouts to {capacity - 1}, or " if capacity >= 2 else ""
+        return {field: [f"{takes}, fewer than {wanted}: {fewer}{server}"]}
+    advice = limits.shortfall_advice(
+        capacity=capacity, num_generations=config.grpo.num_generations if config.grpo is not None else None,
+        processes=config.ranks, reads_max_concurrent_envs=bundled,
+    )
+    return {field: [f"{takes}, fewer than {wanted}: {advice}"]}
 
 
 def _harness_errors(*, config: RunConfig, environment: Environment) -> dict[str, list[str]]:
@@ -245,12 +303,7 @@ def _harness_errors(*, config: RunConfig, environment: Environment) -> dict[str,
     available = sizes.get(harness.dataset)
     if isinstance(available, int) and harness.tasks > available:
         errors["harness.tasks"] = [f"dataset '{harness.dataset}' has {available} tasks, fewer than {harness.tasks}"]
-    needed = harness.max_concurrent_rollouts + 1
-    if environment.capacity is not None and environment.capacity < needed:
-        errors["harness.max_concurrent_rollouts"] = [
-            f"'{environment.name}' takes {environment.capacity} concurrent sessions; {harness.max_concurrent_rollouts} "
-            f"rollouts in flight need {needed} (one more for the rollout worker)"
-        ]
+    errors.update(_capacity_findings(config=config, environment=environment, index=0, refusing=True))
     return errors
 
 
@@ -315,6 +368,7 @@ def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
     errors = run_config_check(config=config, user=owner)
     if errors:
         raise RunConfigError(errors)
+    warnings = run_config_warnings(config=config, user=owner)
     # Last: a config that is wrong anyway hears about what to fix in it first.
     waiting = run_worker_refusal(config=config)
     if waiting and not config.wait_for_worker:
@@ -342,6 +396,9 @@ def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
         queue = run_queue(run)
         queued = "Run queued." if queue == TRAIN_QUEUE else f"Run queued for a worker with {run_needs(config).describe()} ({queue})."
         RunEvent.objects.create(run=run, kind="queued", message=queued)
+        for field, messages in warnings.items():
+            for message in messages:
+                RunEvent.objects.create(run=run, kind=LAUNCH_WARNING, message=message, data={"field": field})
         if waiting:
             RunEvent.objects.create(run=run, kind="waiting_for_worker", message=waiting)
         _enqueue_on_commit(run)
