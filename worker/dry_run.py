@@ -27,7 +27,7 @@ from webapp.rewards.scoring import episode_from_adapter, recipe_total
 from webapp.rewards.terms import RewardTerm, walk_terms
 from webapp.runs.config import RunEnvironment
 from worker.datasets import prompt_rows
-from worker.episodes import adapter_tools, play_episode, tool_schemas
+from worker.episodes import adapter_tools, play_episode, stated_iterations, tool_schemas
 from worker.jobs import LeaseLost
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,13 @@ class _Beat(threading.Thread):
         self.join(timeout=settings.ENVLAB_HEARTBEAT_SECONDS + 5)
 
 
+def job_max_calls(params: dict[str, Any]) -> int | None:
+    """play_episode's `max_calls` for the job's policy: a reference policy plays under the
+    job's max_tool_calling_iterations (or the default a model gets), one call a round; a model
+    counts its rounds itself."""
+    return stated_iterations(settings=params) if params["policy"]["kind"] in ("solver", "random") else None
+
+
 def _policy_factory(params: dict[str, Any], adapter: Any, owner: Any) -> Any:
     entry = params["policy"]
     key = params["environment_key"] or ""
@@ -80,7 +87,7 @@ def _policy_factory(params: dict[str, Any], adapter: Any, owner: Any) -> Any:
     return lambda row, k: ModelPolicy(
         model=model, tokenizer=tokenizer, tools=tools,
         max_completion_length=int(params["max_completion_length"]),
-        max_tool_calling_iterations=int(params["max_tool_calling_iterations"]),
+        max_tool_calling_iterations=stated_iterations(settings=params),
         chat_template_kwargs=params.get("chat_template_kwargs") or {}, chat_template=template,
         temperature=float(params["temperature"]), seed=int(row["seed"]) * 1000 + k,
     )
@@ -108,15 +115,18 @@ def job_setup(job: Job, rows: int) -> tuple[list[RewardTerm], list[str], Any, li
     env_name = str(params.get("name") or ENV_NAME)
     adapter_class = bind_adapter(environment=environment, env_name=env_name, batch_size=1,
                                  credentials=ors_credentials(environment, job.owner))
-    item = RunEnvironment(environment=environment.pk, name=env_name, prompt=params["prompt"], rows=rows)
+    item = RunEnvironment(environment=environment.pk, name=env_name, prompt=params["prompt"], rows=rows,
+                          reset=params.get("reset") or {})
     return terms, names, adapter_class(), prompt_rows(item, random.Random(int(params["seed"])))
 
 
-def play_scored(terms: list[RewardTerm], adapter: Any, policy: Any, row: dict[str, Any]) -> dict[str, float | None]:
-    """Play one episode of `row` with `policy` and score it with the recipe's terms."""
+def play_scored(
+    terms: list[RewardTerm], adapter: Any, policy: Any, row: dict[str, Any], max_calls: int | None
+) -> dict[str, float | None]:
+    """Play one episode of `row` with `policy` (play_episode's `max_calls`) and score it with the recipe's terms."""
     prompt = row["prompt"]
     prompt_len = len(prompt) if isinstance(prompt, list) else 1
-    episode = play_episode(adapter=adapter, policy=policy, row=row)
+    episode = play_episode(adapter=adapter, policy=policy, row=row, max_calls=max_calls)
     return score_episode(terms, adapter, episode.messages, prompt_len)
 
 
@@ -129,12 +139,13 @@ def dry_run(job: Job, lease_owner: str) -> dict[str, Any]:
     beat.start()
     try:
         make_policy = _policy_factory(params, adapter, job.owner)
+        max_calls = job_max_calls(params)
         for row in rows:
             group = []
             for k in range(int(params["group_size"])):
                 if beat.lost.is_set():
                     raise LeaseLost
-                group.append(play_scored(terms, adapter, make_policy(row, k), row))
+                group.append(play_scored(terms, adapter, make_policy(row, k), row, max_calls))
                 done += 1
                 if not job_heartbeat(job_id=job.pk, lease_owner=lease_owner, done=done):
                     raise LeaseLost

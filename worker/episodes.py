@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import itertools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -30,10 +31,6 @@ from envs.adapters.base import EnvironmentAtCapacity
 from envs.solvers import Policy, ToolCall, policy_for
 
 log = logging.getLogger(__name__)
-
-# Calls per episode at most: above the longest bundled episode (sudoku with 64 blanks
-# allows 138 steps), so only a policy that never stops reaches it.
-DEFAULT_MAX_CALLS = 150
 
 EndedBy = Literal["policy", "environment", "limit"]
 
@@ -72,6 +69,15 @@ def tool_schemas(adapter: Any) -> list[dict[str, Any]]:
     from transformers.utils import get_json_schema  # what TRL's chat template path uses
 
     return [get_json_schema(method) for method in adapter_tools(adapter).values()]
+
+
+def stated_iterations(*, settings: Mapping[str, Any]) -> int:
+    """The `max_tool_calling_iterations` that `settings` (an evaluation's settings, a job's
+    params) state, else the default an evaluation gives a model: the one cap of every
+    episode played there, a model's rounds and a reference policy's calls alike."""
+    from webapp.evaluations.config import DEFAULT_MAX_TOOL_CALLING_ITERATIONS
+
+    return int(settings.get("max_tool_calling_iterations") or DEFAULT_MAX_TOOL_CALLING_ITERATIONS)
 
 
 def adapter_policy(adapter: Any, *, key: str, kind: str = "solver", seed: int = 0) -> Policy:
@@ -126,16 +132,23 @@ def play_episode(
     adapter: Any,
     policy: Policy,
     row: Mapping[str, Any],
-    max_calls: int = DEFAULT_MAX_CALLS,
+    max_calls: int | None,
 ) -> Episode:
     """Reset `adapter` with `row`, let `policy` call its tools until it stops, the episode
-    ends (`adapter.done`), the episode is lost or `max_calls` calls were made.
+    ends (`adapter.done`), the episode is lost or `max_calls` calls were made (`ended_by`
+    "limit").
+
+    `max_calls` has no default: it is the rule the episode is played under. A reference
+    policy makes one call a turn, so its cap is the `max_tool_calling_iterations` the model
+    gets in the same place (`stated_iterations`): an episode longer than the model may play
+    shows, or teaches, nothing the model can do. None: the policy counts TRL's rounds itself
+    (ModelPolicy; a round may hold several calls).
 
     Raises:
         ValueError: the row has no usable prompt, or `max_calls` is below 1.
         Whatever `reset` raises (an unreachable server, a refused row, EnvironmentAtCapacity).
     """
-    if max_calls < 1:
+    if max_calls is not None and max_calls < 1:
         raise ValueError(f"max_calls must be at least 1, got {max_calls}")
     messages = _prompt_messages(row)
     observation = adapter.reset(**row)
@@ -148,7 +161,7 @@ def play_episode(
     failures = 0
     last_result: str | None = None
     ended_by: EndedBy = "limit"
-    for _ in range(max_calls):
+    for _ in itertools.repeat(None) if max_calls is None else range(max_calls):
         call = policy.next_call(last_result)
         if call is None:
             ended_by = "policy"
@@ -190,7 +203,7 @@ def play_episodes(
     adapter: Any,
     policy: Policy,
     rows: Iterable[Mapping[str, Any]],
-    max_calls: int = DEFAULT_MAX_CALLS,
+    max_calls: int | None,
 ) -> list[Episode]:
     """`play_episode` for each row in turn on one adapter instance (reset between episodes,
     as TRL reuses its pooled instances); the adapter's client is closed at the end."""

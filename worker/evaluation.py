@@ -35,8 +35,9 @@ from webapp.evaluations.services import (
 from webapp.runs.checkpoints import model_resolve
 from webapp.runs.config import CheckpointRef, RunEnvironment
 from webapp.runs.services import model_folder_error
+from worker.capacity import capacity_refusal, learn_capacity
 from worker.datasets import prompt_rows
-from worker.episodes import adapter_tools, play_episode, tool_schemas
+from worker.episodes import adapter_tools, play_episode, stated_iterations, tool_schemas
 
 log = logging.getLogger(__name__)
 
@@ -129,30 +130,33 @@ def _load_model(entry: dict[str, Any], owner: Any) -> tuple[Any, Any]:
     return loaded, tokenizer
 
 
-def _policies(evaluation: Evaluation, entry: dict[str, Any], adapter: Any) -> Any:
-    """A function of the row giving the episode's fresh policy."""
+def _policies(evaluation: Evaluation, entry: dict[str, Any], adapter: Any) -> tuple[Any, int | None]:
+    """A function of the row giving the episode's fresh policy, and the episode's call cap
+    (play_episode's `max_calls`): the evaluation's max_tool_calling_iterations for a reference
+    policy, None for a model, which counts its rounds itself."""
     kind = entry["kind"]
     key = evaluation.environment_key
+    options = evaluation.settings or {}
+    iterations = stated_iterations(settings=options)
     if kind in ("solver", RANDOM):
         schemas = tool_schemas(adapter)
         # Random: seeded by the row, so each episode draws the same calls in every evaluation.
-        return lambda row: policy_for(key or "", tools=schemas, seed=int(row["seed"]), kind=kind)
+        return lambda row: policy_for(key or "", tools=schemas, seed=int(row["seed"]), kind=kind), iterations
     from worker.evaluation_policy import ModelPolicy, prepare_tokenizer, training_chat_template
 
     model, tokenizer = _load_model(entry, evaluation.owner)
     tokenizer = prepare_tokenizer(tokenizer)
     template = training_chat_template(tokenizer)
-    options = evaluation.settings or {}
     tools = list(adapter_tools(adapter).values())
     return lambda row: ModelPolicy(
         model=model,
         tokenizer=tokenizer,
         tools=tools,
         max_completion_length=int(options.get("max_completion_length", 512)),
-        max_tool_calling_iterations=int(options.get("max_tool_calling_iterations", 16)),
+        max_tool_calling_iterations=iterations,
         chat_template_kwargs=options.get("chat_template_kwargs") or {},
         chat_template=template,
-    )
+    ), None
 
 
 def _episode_record(
@@ -196,7 +200,7 @@ def _play(evaluation: Evaluation, lease_owner: str, beat: _Heartbeat) -> None:
             continue
         adapter = adapter_class()
         try:
-            make_policy = _policies(evaluation, entry, adapter)
+            make_policy, max_calls = _policies(evaluation, entry, adapter)
             for index, row in enumerate(rows):
                 if index in stored:
                     continue
@@ -204,7 +208,7 @@ def _play(evaluation: Evaluation, lease_owner: str, beat: _Heartbeat) -> None:
                     raise LeaseLost
                 if beat.cancel.is_set():
                     raise Cancelled
-                episode = play_episode(adapter=adapter, policy=make_policy(row), row=row)
+                episode = play_episode(adapter=adapter, policy=make_policy(row), row=row, max_calls=max_calls)
                 record = _episode_record(
                     index, model_index, str(entry["label"]), row, adapter, episode
                 )
@@ -237,7 +241,13 @@ def evaluate(*, evaluation_id: int, lease_owner: str) -> str:
         except Exception as exc:
             log.exception("evaluation %s failed", evaluation_id)
             status = Evaluation.Status.FAILED
-            error = "".join(traceback.format_exception_only(type(exc), exc)).strip()[:4000]
+            refusal = capacity_refusal(exc)
+            if refusal is not None and evaluation.environment_id is not None:
+                # The server's stated limit, for the next launch's check; the message is envlab's own.
+                learn_capacity(refusal=refusal, environment_id=evaluation.environment_id, evaluation_id=evaluation_id)
+                error = str(refusal)[:4000]
+            else:
+                error = "".join(traceback.format_exception_only(type(exc), exc)).strip()[:4000]
     evaluation_finish(
         evaluation_id=evaluation_id, lease_owner=lease_owner, status=status, error=error
     )

@@ -11,7 +11,7 @@ from webapp.jobs.models import Job
 from webapp.jobs.services import job_heartbeat
 from webapp.rewards.learnability import learnability_report, recipe_bounds
 from worker.dry_run import ENV_NAME, _Beat, job_setup, play_scored
-from worker.episodes import tool_schemas
+from worker.episodes import stated_iterations, tool_schemas
 from worker.jobs import LeaseLost
 
 POLICIES = (SOLVER, RANDOM)
@@ -27,12 +27,15 @@ def learnability(job: Job, lease_owner: str) -> dict[str, Any]:
     beat.start()
     try:
         schemas = tool_schemas(adapter)
+        # A learnability job states no cap: both policies play under the one a model gets by
+        # default, so the card shows what is reachable within it.
+        max_calls = stated_iterations(settings=params)
         for row in rows:
             for kind in POLICIES:
                 if beat.lost.is_set():
                     raise LeaseLost
                 policy = policy_for(key, tools=schemas, seed=int(row["seed"]) * 1000, kind=kind)
-                scores[kind].append(play_scored(terms, adapter, policy, row))
+                scores[kind].append(play_scored(terms, adapter, policy, row, max_calls))
                 done += 1
                 if not job_heartbeat(job_id=job.pk, lease_owner=lease_owner, done=done):
                     raise LeaseLost

@@ -16,7 +16,7 @@ from webapp.jobs.models import Job
 from webapp.jobs.services import job_heartbeat
 from webapp.rewards.composer import preview_scores
 from webapp.rewards.scoring import episode_from_adapter
-from worker.dry_run import _policy_factory, job_setup
+from worker.dry_run import _policy_factory, job_max_calls, job_setup
 from worker.episodes import play_episode
 from worker.jobs import LeaseLost
 
@@ -27,7 +27,7 @@ def preview(job: Job, lease_owner: str) -> dict[str, Any]:
     row = rows[0]
     try:
         policy = _policy_factory(params, adapter, job.owner)(row, 0)
-        played = play_episode(adapter=adapter, policy=policy, row=row)
+        played = play_episode(adapter=adapter, policy=policy, row=row, max_calls=job_max_calls(params))
         prompt = row["prompt"]
         prompt_len = len(prompt) if isinstance(prompt, list) else 1
         # Read as the dry run's score_episode reads it: the adapter after the episode.

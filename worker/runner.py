@@ -32,7 +32,7 @@ from webapp.accounts.secrets import user_secret_value  # noqa: E402
 from webapp.catalog.credentials import ors_credentials  # noqa: E402
 from webapp.catalog.models import Environment  # noqa: E402
 from webapp.runs.checkpoints import model_resolve, run_dir, warmup_model_dir  # noqa: E402
-from webapp.runs.config import RunConfig  # noqa: E402
+from webapp.runs.config import GRPOSettings, RunConfig  # noqa: E402
 from webapp.runs.models import Run  # noqa: E402
 from webapp.runs.services import (  # noqa: E402
     model_folder_error,
@@ -43,6 +43,7 @@ from webapp.runs.services import (  # noqa: E402
 )
 from worker.datasets import episode_rows  # noqa: E402
 from worker.distributed import RankGroup, peer_lost  # noqa: E402
+from worker.group_starts import GroupStartMeter, group_starts  # noqa: E402
 from worker.grpo_args import grpo_config_kwargs  # noqa: E402
 from worker.health import HealthMonitor  # noqa: E402
 from worker.perf import PerfMeter, completion_tokens, perf_metrics  # noqa: E402
@@ -63,6 +64,8 @@ class CapturingGRPOTrainer(GRPOTrainer):
     envlab_sink: TelemetrySink | None = None
     envlab_health: HealthMonitor | None = None
     envlab_perf: PerfMeter | None = None
+    # Which groups started from different observations (the callback's, for the step's metrics).
+    envlab_starts: GroupStartMeter | None = None
     # This process's place among the run's training processes (None: the only one).
     envlab_group: RankGroup | None = None
 
@@ -98,6 +101,13 @@ class CapturingGRPOTrainer(GRPOTrainer):
                     self.envlab_health.tool_results(rows)
             except Exception:  # telemetry must never break training
                 log.exception("rollout capture failed")
+                return output
+            if self.envlab_starts is not None:
+                try:
+                    # The gathered batch, in TRL's order: its groups span processes' shares.
+                    self.envlab_starts.add(group_starts(rows, int(self.num_generations)))
+                except Exception:  # telemetry must never break training
+                    log.exception("group start check failed")
         return output
 
     def envlab_tool_names(self) -> list[str]:
@@ -113,6 +123,8 @@ class CapturingGRPOTrainer(GRPOTrainer):
             facts.append({
                 "env": getattr(env, "env_name", ""),
                 "seed": _episode_seed(env),
+                # Of the episode's own adapter: a router reads through to it.
+                "reset_fingerprint": _reset_fingerprint(env),
                 "episode": _episode_facts(env),
                 "lost": bool(getattr(env, "lost", False)),
                 "lost_reason": str(getattr(env, "lost_reason", "") or "")[:500],
@@ -149,6 +161,11 @@ class CapturingGRPOTrainer(GRPOTrainer):
 def _episode_seed(env: Any) -> int | None:
     seed = getattr(env, "_episode_seed", None) if env is not None else None  # envs/adapters/base.py
     return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+
+def _reset_fingerprint(env: Any) -> str | None:
+    fingerprint = getattr(env, "_reset_fingerprint", None) if env is not None else None  # envs/adapters/base.py
+    return fingerprint if isinstance(fingerprint, str) else None
 
 
 def _episode_facts(env: Any) -> dict[str, Any]:
@@ -200,6 +217,7 @@ class TelemetryCallback(TrainerCallback):
         self.stop_message = ""
         self._tool_step: int | None = None
         self.perf = PerfMeter(cuda=torch.cuda.is_available())
+        self.starts = GroupStartMeter()
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
         if logs:
@@ -209,11 +227,13 @@ class TelemetryCallback(TrainerCallback):
             self._check_health(state.global_step, logs, control)
 
     def _with_tool_metrics(self, step: int, logs: dict[str, Any]) -> dict[str, Any]:
-        """`logs` with the step's per-tool counts (envs/adapters/toolstats.py). Not in the end-of-training
-        summary, logged at the last step again: its zeros would replace that step's counts."""
+        """`logs` with the step's per-tool counts (envs/adapters/toolstats.py) and mismatched groups
+        (worker/group_starts.py). Not in the end-of-training summary, logged at the last step again:
+        its zeros would replace that step's counts."""
         if "train_runtime" in logs or step == self._tool_step:
             return logs
         self._tool_step = step
+        logs = {**logs, **self._group_start_metrics(step)}
         counts: dict[str, Any] | None = None
         perf: dict[str, Any] = {}
         try:
@@ -236,6 +256,21 @@ class TelemetryCallback(TrainerCallback):
             log.exception("tool and perf metrics failed at step %s", step)
             return logs
         return {**logs, **values} if values else logs
+
+    def _group_start_metrics(self, step: int) -> dict[str, float]:
+        """`group_mismatch(_frac)` of the step's generation batches, and the same groups to the health
+        monitor. Only the first process holds any: the gathered rollouts reach it alone. None at a step
+        that generated nothing (TRL reuses a generation batch for steps_per_generation steps)."""
+        try:
+            starts = self.starts.take()
+            if starts is None:
+                return {}
+            if self.health is not None:
+                self.health.group_starts(starts)
+            return starts.metrics()
+        except Exception:  # telemetry must never break training
+            log.exception("group start metrics failed at step %s", step)
+            return {}
 
     def _check_health(self, step: int, logs: dict[str, Any], control: Any) -> None:
         stop_message = ""
@@ -484,6 +519,7 @@ def grpo_phase(
                 trainer.envlab_group = group
                 trainer.envlab_health = health
                 trainer.envlab_perf = callback.perf
+                trainer.envlab_starts = callback.starts
                 toolstats.COLLECTOR.start(tool_names=trainer.envlab_tool_names())
             trainer.add_callback(callback)
             started = time.perf_counter()
@@ -509,6 +545,7 @@ def grpo_phase(
             raise
         log.exception("run %s failed", run.pk)
         status, error = Run.Status.FAILED, _error_message(exc)
+        _learn_capacity(exc, config=config, run_id=run.pk, step=sink.step + 1 if sink is not None else None, phase="grpo")
     finally:
         toolstats.COLLECTOR.stop()
         if sink is not None and not sink.close(timeout=60):
@@ -567,13 +604,20 @@ def _warmup_phase(run: Run, config: RunConfig, lease_owner: str, warmup_dir: Pat
             status, error = Run.Status.INTERRUPTED, sink.failure
         elif result.outcome == "no_episodes":
             assert config.warmup is not None
+            rounds = (config.grpo or GRPOSettings()).max_tool_calling_iterations
+            source = (
+                f"; the solver plays at most {rounds} tool calls an episode, as many as GRPO's "
+                "max_tool_calling_iterations gives the model: raise it if the games are longer"
+                if config.warmup.source == "solver" else ""
+            )
             status, error = Run.Status.FAILED, (
                 f"the warm-up kept no episode: none of {result.episodes_seen} had a reward of at least "
-                f"{config.warmup.min_reward:g}"
+                f"{config.warmup.min_reward:g}{source}"
             )
     except Exception as exc:
         log.exception("run %s: warm-up failed", run.pk)
         status, error = Run.Status.FAILED, _error_message(exc)
+        _learn_capacity(exc, config=config, run_id=run.pk, step=None, phase="warmup")
     finally:
         if not sink.close(timeout=60):
             log.error("run %s: warm-up telemetry not fully written", run.pk)
@@ -623,5 +667,20 @@ def _finish(**fields: Any) -> None:
 
 
 def _error_message(exc: BaseException) -> str:
+    """The run's stored error. A refusal is envlab's own message, written for the user, and
+    shown as it is; anything else keeps its exception type, which is often half the story."""
+    from worker.capacity import capacity_refusal  # the failure path only; see _learn_capacity
+
+    refusal = capacity_refusal(exc)
+    if refusal is not None:
+        return str(refusal)[:4000]
     tail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     return tail[:4000]
+
+
+def _learn_capacity(exc: BaseException, *, config: RunConfig, run_id: int, step: int | None, phase: str) -> None:
+    """A run that failed on a session refusal stores the limit the server stated on its row,
+    so the next launch with a larger batch is refused at launch (worker/capacity.py)."""
+    from worker.capacity import run_learn_capacity  # kept out of this module's shared import block
+
+    run_learn_capacity(exc=exc, config=config, run_id=run_id, step=step, phase=phase)

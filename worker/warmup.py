@@ -31,7 +31,7 @@ from typing import Any, Literal
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback
 
-from webapp.runs.config import RunConfig, WarmupSettings
+from webapp.runs.config import GRPOSettings, RunConfig, WarmupSettings
 from webapp.runs.metric_keys import WALL_TIME_KEY
 from webapp.runs.models import Rollout, Run
 from webapp.runs.services import WARMUP_METRIC_PREFIX
@@ -134,7 +134,8 @@ def solver_examples(
     should_stop: Callable[[], bool] = lambda: False,
 ) -> tuple[list[dict[str, Any]], int]:
     """`warmup.episodes` episodes of the run's rows (cycled with fresh seeds when there are
-    fewer), each played by its environment's solver against the live server; those with a
+    fewer), each played by its environment's solver against the live server, in at most as
+    many calls as the run's GRPO phase gives the model tool-calling rounds; those with a
     reward of at least `min_reward` as SFT rows. Returns (rows, episodes played)."""
     from envs.adapters import bind_adapter
     from webapp.catalog.credentials import ors_credentials
@@ -144,6 +145,9 @@ def solver_examples(
 
     warmup = config.warmup
     assert warmup is not None
+    # A longer episode than GRPO lets the model play would teach it moves it never gets to
+    # make. A warm-up alone is played as its model is later (GRPO's defaults).
+    max_calls = (config.grpo or GRPOSettings()).max_tool_calling_iterations
     adapters: dict[str, Any] = {}
     policies: dict[str, Any] = {}
     for item in config.environments:
@@ -168,7 +172,7 @@ def solver_examples(
             if index >= len(rows):  # another pass over the rows: other episodes
                 row = {**row, "seed": rng.randrange(2**31)}
             adapter = adapters[row["env"]]
-            episode = play_episode(adapter=adapter, policy=policies[row["env"]], row=row)
+            episode = play_episode(adapter=adapter, policy=policies[row["env"]], row=row, max_calls=max_calls)
             played += 1
             if episode.lost or episode.reward < warmup.min_reward:
                 continue

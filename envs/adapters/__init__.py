@@ -91,6 +91,27 @@ def _bundled_on_server(base_url: str) -> tuple[AdapterSpec | None, dict[str, Any
     return bundled_match(marker, schema), schema
 
 
+# What `env_reward` means where the episode is not played by an OpenEnvAdapter.
+_OTHER_KIND_REWARDS = {
+    "ors": ("last", "the last per-call reward of the episode (TRL's OpenRewardSpec convention)"),
+    "harbor": ("verifier", "the verifier's reward for the agent's rollout"),
+}
+
+
+def episode_reward_rule(environment: Any) -> tuple[str, str]:
+    """How the episode reward (the `env_reward` term's default `result`) is made for a catalog
+    `Environment` row: its rule ("sum", "last", "max"; "verifier" for Harbor) and a sentence.
+    Read from the row alone: the server is not asked."""
+    from envs.adapters.base import EPISODE_REWARD_RULES, OpenEnvAdapter
+
+    other = _OTHER_KIND_REWARDS.get(environment.kind)
+    if other is not None:
+        return other
+    spec = recorded_adapter(environment.metadata or {})
+    rule = str(_load(spec.adapter_path).episode_reward) if spec is not None else OpenEnvAdapter.episode_reward
+    return rule, EPISODE_REWARD_RULES[rule]
+
+
 def bind_adapter(
     *,
     environment: Any,

@@ -21,7 +21,8 @@ from typing import Any
 COMMON: list[tuple[str, str]] = [
     (
         "reward",
-        "the adapter's episode reward (the best seen; the last one for catch, sudoku and ORS)",
+        "the episode reward: the sum of the step rewards (negative included) on OpenEnv servers "
+        "written elsewhere, the last one for catch, sudoku, wordle and ORS, the best for echo",
     ),
     ("reward_last", "the last non-null reward of the episode"),
     ("reward_sum", "the sum of the episode's step rewards"),

@@ -7,11 +7,13 @@ here stay private (a leading underscore).
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
+import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from envs.adapters import toolstats
 from envs.adapters.loop import LoopClient
@@ -77,6 +79,27 @@ def _note_episode_seed(owner: Any, seed: Any) -> None:
         state["_episode_seed"] = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
+def reset_fingerprint(observation: Any) -> str:
+    """A short hash of what `reset` returned: the text TRL appends to the prompt (None is a
+    value of its own). GRPO compares the completions of a group as if they started alike: the
+    worker checks that a group's fingerprints agree (worker/group_starts.py)."""
+    text = json.dumps(observation, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _note_reset_fingerprint(owner: Any, observation: Any = None, *, known: bool = True) -> None:
+    """`_reset_fingerprint` on the adapter: None until its reset returns (a failed reset leaves
+    no fingerprint of the previous episode behind)."""
+    state = getattr(owner, "__dict__", None)
+    if state is None:
+        return
+    try:
+        state["_reset_fingerprint"] = reset_fingerprint(observation) if known else None
+    except Exception:  # a check of the run's groups must never fail an episode
+        log.exception("fingerprinting a reset observation failed")
+        state["_reset_fingerprint"] = None
+
+
 def _clipping(func: Callable[..., Any]) -> Callable[..., Any]:
     # Every tool call passes here: counted per tool (envs/adapters/toolstats.py), reset is not a tool.
     counted = safe_tool_name(func.__name__) if func.__name__ != "reset" else None
@@ -88,6 +111,7 @@ def _clipping(func: Callable[..., Any]) -> Callable[..., Any]:
         if counted is None:
             _count_episode_call(owner, None, failed=False)
             _note_episode_seed(owner, kwargs.get("seed"))
+            _note_reset_fingerprint(owner, known=False)
         try:
             result = func(*args, **kwargs)
         except Exception as exc:
@@ -100,7 +124,10 @@ def _clipping(func: Callable[..., Any]) -> Callable[..., Any]:
         if counted is not None:
             toolstats.record(counted, time.perf_counter() - started, None)
             _count_episode_call(owner, counted, failed=False)
-        return clip_tool_text(result) if isinstance(result, str) else result
+        result = clip_tool_text(result) if isinstance(result, str) else result
+        if counted is None:
+            _note_reset_fingerprint(owner, result)  # of what TRL receives, clipped
+        return result
 
     clipped.__envlab_clipped__ = True  # type: ignore[attr-defined]
     return clipped
@@ -145,22 +172,66 @@ class EpisodeLost(RuntimeError):
     envlab_error_class = TRANSPORT_ERROR  # unless tagged with the failed call's own class
 
 
+class ResetRefused(RuntimeError):
+    """The server refused to start an episode with the row's reset options (its own message)."""
+
+
 class EnvironmentAtCapacity(RuntimeError):
-    """The server refused a session: more rollouts at once than it takes. Ends the run."""
+    """The server refused a session: more rollouts at once than it takes. Ends the run.
+    `capacity`: the session limit the server stated (None when it did not say); `env_name`:
+    the environment's name within the run, for the worker to find its catalog row."""
+
+    def __init__(self, message: str, *, capacity: int | None = None, env_name: str = "") -> None:
+        super().__init__(message)
+        self.capacity = capacity
+        self.env_name = env_name
 
 
-def capacity_message(cls: Any) -> str:
-    capacity = getattr(cls, "capacity", None)
+def capacity_message(cls: Any, *, learned: int | None = None) -> str:
+    """Why the session was refused and what can fix it. `learned`: the limit the server stated."""
+    from envs import capacity as limits  # base.py's imports are shared with other edits; no cycle
+
+    capacity = learned if learned is not None else getattr(cls, "capacity", None)
     batch = getattr(cls, "batch_size", None)
-    return (
+    head = (
         f"Environment '{cls.catalog_name or cls.env_name}' at {cls.base_url} refused a session "
-        f"(CAPACITY_REACHED): it takes {capacity if capacity else 'an unknown number of'} concurrent sessions, "
-        f"and the generation batch of {batch if batch else '?'} rollouts needs one each. Lower "
-        "per_device_train_batch_size x gradient_accumulation_steps, or raise the server's MAX_CONCURRENT_ENVS."
+        f"(CAPACITY_REACHED): it takes {limits.sessions(capacity)}"
     )
+    bundled = limits.adapter_reads_max_concurrent_envs(cls)
+    server = limits.more_sessions_advice(reads_max_concurrent_envs=bundled)
+    if capacity is not None and batch and capacity >= batch:
+        # The batch fits: other runs, other processes of this one, or other clients held the rest.
+        return (
+            f"{head}, and all were in use: the generation batch of {batch} rollouts needs {batch}, so others "
+            f"held the rest. Train when they are done, or {server}."
+        )
+    advice = limits.shortfall_advice(capacity=capacity, reads_max_concurrent_envs=bundled)
+    rollouts = f"the generation batch of {batch} rollouts" if batch else "the generation batch"
+    return f"{head}, and {rollouts} needs one each. {advice[:1].upper()}{advice[1:]}."
+
+
+# How an adapter makes the episode's `reward` (the `env_reward` term's default) from the
+# step rewards the server sends: their sum (the return, as gym and OpenEnv's own servers
+# mean a step reward: grid_world's -0.1 a move, connect4's -1 for an illegal move), the last
+# one (a server that reports the game's outcome or a running score), or the best one.
+EpisodeReward = Literal["sum", "last", "max"]
+EPISODE_REWARD_RULES: dict[str, str] = {
+    "sum": "the sum of the episode's step rewards (negative included)",
+    "last": "the last step reward of the episode",
+    "max": "the best step reward of the episode",
+}
+
+
+def episode_reward_after(rule: str, so_far: float | None, reward: float) -> float:
+    """The episode reward once a step reward of `reward` comes, under `rule`."""
+    if so_far is None or rule == "last":
+        return reward
+    return so_far + reward if rule == "sum" else max(so_far, reward)
 
 
 class OpenEnvAdapter(ClipsToolText):
+    # The episode-reward rule (EPISODE_REWARD_RULES); envs.registry names each bundled one's.
+    episode_reward: ClassVar[EpisodeReward] = "sum"
     base_url: ClassVar[str] = ""
     env_name: ClassVar[str] = ""
     # Set when the worker binds the class to a registered environment (for messages).
@@ -215,7 +286,12 @@ class OpenEnvAdapter(ClipsToolText):
         except Exception as exc:
             if "CAPACITY_REACHED" in str(exc):
                 self._close()
-                raise EnvironmentAtCapacity(capacity_message(type(self))) from None
+                from envs.capacity import refused_capacity
+
+                learned = refused_capacity(str(exc))
+                raise EnvironmentAtCapacity(
+                    capacity_message(type(self), learned=learned), capacity=learned, env_name=self.env_name
+                ) from None
             raise
         self._episode_id = (result.observation.metadata or {}).get("episode_id")
         return result
@@ -256,7 +332,10 @@ class OpenEnvAdapter(ClipsToolText):
         self.rewards.append(None if result.reward is None else float(result.reward))
         self._last_metadata = metadata
         if result.reward is not None:
-            self.reward = max(self.reward, float(result.reward))
+            rewarded = any(r is not None for r in self.rewards[:-1])
+            self.reward = episode_reward_after(
+                self.episode_reward, self.reward if rewarded else None, float(result.reward)
+            )
         self.done = bool(result.done)
         return result
 

@@ -1,7 +1,7 @@
 """The catch environment as TRL sees it: `move(direction)` and `stay()` tools.
 
-`reward` is the episode's result: 0.0 until the ball lands, then +1.0 or -1.0 (the base
-class keeps the best reward seen, which would hide a miss).
+`reward` is the episode's result: 0.0 until the ball lands, then +1.0 or -1.0 (the last
+step reward: the best one would hide a miss).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ MOVES = ("left", "right")
 
 
 class CatchAdapter(OpenEnvAdapter):
+    episode_reward = "last"
+
     def __init__(self) -> None:
         super().__init__()
         self.won = False

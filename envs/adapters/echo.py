@@ -31,6 +31,9 @@ ECHO_TOOL_DOCSTRING: str = echo.__doc__ or ""
 
 
 class EchoAdapter(OpenEnvAdapter):
+    # Each step scores the message against the target afresh: the episode's best attempt.
+    episode_reward = "max"
+
     def _open_client(self) -> Any:
         from envs.echo.client import EchoEnv
 

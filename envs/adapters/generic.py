@@ -47,7 +47,7 @@ from typing import Any, ClassVar, Literal
 
 from envs import netguard
 from envs.adapters import toolstats
-from envs.adapters.base import LOST_MESSAGE, EpisodeLost, OpenEnvAdapter
+from envs.adapters.base import LOST_MESSAGE, EpisodeLost, OpenEnvAdapter, ResetRefused
 from envs.adapters.tool_metrics import ERROR_CLASSES, EXECUTION_ERROR, UNKNOWN_TOOL
 from envs.adapters.typed_tools import (
     docstring,
@@ -57,15 +57,21 @@ from envs.adapters.typed_tools import (
     typed_parameters,
     unique,
 )
+from envs.rows import reset_options
 
 log = logging.getLogger(__name__)
 
 OpenEnvStyle = Literal["classic", "mcp"]
 
 DEFAULT_TIMEOUT_S = 5.0
-DEFAULT_RESET_KEYS = ("seed",)
+# None: a row's seed and every reset option (envs/rows.py) reach the server's reset.
+DEFAULT_RESET_KEYS: tuple[str, ...] | None = None
 MCP_ACTION_TITLES = frozenset({"CallToolAction", "ListToolsAction"})
 MCP_ACTION_TYPES = frozenset({"call_tool", "list_tools"})
+
+# How openenv's EnvClient words a server's error frame (`_send_and_receive`).
+SERVER_ERROR_PREFIX = "Server error: "
+MAX_ERROR_DETAILS = 10
 
 _OUTCOME_KEYS = frozenset({"reward", "done", "metadata"})
 _BOOKKEEPING_KEYS = frozenset({"episode_id", "step_count"})
@@ -167,14 +173,16 @@ def classic_adapter_class(
     env_name: str,
     schema: Mapping[str, Any],
     description: str = "",
-    reset_keys: Sequence[str] = DEFAULT_RESET_KEYS,
+    reset_keys: Sequence[str] | None = DEFAULT_RESET_KEYS,
 ) -> type[OpenEnvAdapter]:
     """An adapter class with one tool built from a classic server's action schema.
 
     ``schema`` is the ``/schema`` answer or just its ``action`` part. ``description``
     (e.g. the server's ``/metadata`` description) is added to the tool's description.
-    ``reset_keys`` are the dataset-row keys passed to the server's reset (when not None);
-    openenv drops keys its reset does not name unless it takes ``**kwargs``.
+    ``reset_keys``: by default (None) the row's seed and every reset option (every column
+    that envlab does not set itself, envs/rows.py) are passed to the server's reset; a
+    sequence passes only those row keys. openenv's server drops keys its environment's
+    reset does not name unless it takes ``**kwargs``.
 
     Raises:
         ValueError: the schema is not a classic action schema.
@@ -198,9 +206,10 @@ def classic_adapter_class(
     tool_name = _snake(title.removesuffix("Action"))
     if not tool_name or tool_name in _TAKEN_NAMES:
         tool_name = f"{_snake(env_name) or 'env'}_step"
-    summary = one_line(str(action.get("description") or f"Act in the {env_name} environment."))
-    if description.strip():
-        summary = f"{summary} {one_line(description)}"
+    summary = _tool_summary(
+        one_line(str(action.get("description") or f"Act in the {env_name} environment.")),
+        one_line(description),
+    )
     doc = docstring(
         summary,
         arg_docs,
@@ -227,7 +236,7 @@ def mcp_adapter_class(
     base_url: str,
     env_name: str,
     tools: Sequence[Mapping[str, Any]],
-    reset_keys: Sequence[str] = DEFAULT_RESET_KEYS,
+    reset_keys: Sequence[str] | None = DEFAULT_RESET_KEYS,
 ) -> type[OpenEnvAdapter]:
     """An adapter class with one method per MCP tool (``list_mcp_tools`` gives ``tools``).
 
@@ -272,7 +281,7 @@ def adapter_class_for_server(
     base_url: str,
     env_name: str,
     timeout: float = DEFAULT_TIMEOUT_S,
-    reset_keys: Sequence[str] = DEFAULT_RESET_KEYS,
+    reset_keys: Sequence[str] | None = DEFAULT_RESET_KEYS,
 ) -> type[OpenEnvAdapter]:
     """Detect the server's style and build the matching adapter class from what it describes."""
     if detect_openenv_style(base_url, timeout=timeout) == "mcp":
@@ -335,13 +344,24 @@ def _wire_client_class() -> type:
         def _parse_state(self, payload: dict[str, Any]) -> dict[str, Any]:
             return payload if isinstance(payload, dict) else {}
 
+        async def _receive(self) -> dict[str, Any]:
+            response = await super()._receive()
+            # openenv's client keeps only an error frame's `message`; a validation error's
+            # message is just "Invalid message" and its `errors` say what was wrong.
+            data = response.get("data") if isinstance(response, dict) else None
+            if response.get("type") == "error" and isinstance(data, dict):
+                details = error_details(data.get("errors"))
+                if details:
+                    data["message"] = f"{data.get('message') or 'error'}: {details}"
+            return response
+
     return WireEnvClient
 
 
 class _GenericAdapter(OpenEnvAdapter):
     """What both generated styles share: reset from a dataset row, episode checks."""
 
-    _reset_keys: ClassVar[tuple[str, ...]] = DEFAULT_RESET_KEYS
+    _reset_keys: ClassVar[tuple[str, ...] | None] = DEFAULT_RESET_KEYS
 
     def __init__(self) -> None:
         super().__init__()
@@ -351,8 +371,21 @@ class _GenericAdapter(OpenEnvAdapter):
         return _wire_client_class()(base_url=self.base_url, mode="simulation").sync()
 
     def reset(self, **row: Any) -> str | None:
-        kwargs = {key: row[key] for key in self._reset_keys if row.get(key) is not None}
-        result = self._start(**kwargs)
+        if self._reset_keys is None:
+            kwargs = reset_options(row)
+        else:
+            kwargs = {key: row[key] for key in self._reset_keys if row.get(key) is not None}
+        try:
+            result = self._start(**kwargs)
+        except ResetRefused:
+            raise
+        except RuntimeError as exc:
+            # The server's own words: a reset option it refuses (reasoning_gym's unknown
+            # dataset, chess's bad FEN) fails the episode at once, saying what to fix.
+            if not str(exc).startswith(SERVER_ERROR_PREFIX):
+                raise
+            name = self.catalog_name or self.env_name
+            raise ResetRefused(_reset_refusal(name, kwargs, str(exc))) from None
         self._state_episode_id = None
         if self._episode_id is None:
             # No episode id in the observations: fall back on the server's state, one extra
@@ -395,14 +428,56 @@ class _GenericAdapter(OpenEnvAdapter):
             raise EpisodeLost(LOST_MESSAGE)
 
 
+# openenv's default `/metadata` description, "<EnvironmentClass> environment": it says nothing
+# the tool's own description does not.
+_PLACEHOLDER_DESCRIPTION = re.compile(r"^\w+ environment$", re.IGNORECASE)
+
+
+def _tool_summary(summary: str, description: str) -> str:
+    """The action's description, with the server's `/metadata` description once: not when it is
+    openenv's placeholder or already said (an action docstring often repeats it)."""
+    if not description or _PLACEHOLDER_DESCRIPTION.match(description):
+        return summary
+    if description.lower() in summary.lower():
+        return summary
+    if summary.lower().rstrip(".") in description.lower():
+        return description
+    return f"{summary} {description}"
+
+
+def error_details(errors: Any) -> str:
+    """A server's validation errors (pydantic's `errors()`: loc, msg) as one line."""
+    if not isinstance(errors, list):
+        return ""
+    parts = []
+    for error in errors[:MAX_ERROR_DETAILS]:
+        if not isinstance(error, dict):
+            continue
+        loc = error.get("loc")
+        where = ".".join(str(p) for p in loc) if isinstance(loc, list | tuple) else str(loc or "")
+        message = str(error.get("msg") or "invalid")
+        parts.append(f"{where}: {message}" if where else message)
+    if len(errors) > MAX_ERROR_DETAILS:
+        parts.append(f"and {len(errors) - MAX_ERROR_DETAILS} more")
+    return " ".join("; ".join(parts).split())[:2000]
+
+
+def _reset_refusal(env_name: str, options: Mapping[str, Any], error: str) -> str:
+    said = error.removeprefix(SERVER_ERROR_PREFIX)
+    shown = ", ".join(f"{key}={value!r}" for key, value in options.items()) or "no options"
+    return f"environment '{env_name}' refused the reset ({shown[:1000]}): {said}"
+
+
 def _adapter_type(
     class_name: str,
     base_url: str,
     env_name: str,
-    reset_keys: Sequence[str],
+    reset_keys: Sequence[str] | None,
     methods: Mapping[str, Callable[..., str]],
 ) -> type[OpenEnvAdapter]:
-    if isinstance(reset_keys, str) or not all(isinstance(key, str) for key in reset_keys):
+    if reset_keys is not None and (
+        isinstance(reset_keys, str) or not all(isinstance(key, str) for key in reset_keys)
+    ):
         raise ValueError("reset_keys must be a sequence of dataset-row keys")
     namespace: dict[str, Any] = {
         "__module__": __name__,
@@ -410,7 +485,7 @@ def _adapter_type(
         "__doc__": f"TRL adapter generated for the OpenEnv environment {env_name!r} at {base_url}.",
         "base_url": _http_base(base_url),
         "env_name": env_name,
-        "_reset_keys": tuple(reset_keys),
+        "_reset_keys": None if reset_keys is None else tuple(reset_keys),
         **methods,
     }
     return type(class_name, (_GenericAdapter,), namespace)

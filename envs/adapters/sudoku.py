@@ -18,6 +18,8 @@ def _check_number(name: str, value: object) -> int:
 
 
 class SudokuAdapter(OpenEnvAdapter):
+    episode_reward = "last"  # the server reports the score so far, not an increment
+
     def __init__(self) -> None:
         super().__init__()
         self.progress = 0.0

@@ -16,6 +16,7 @@ MAX_GUESSES = 6  # envs.wordle.models.MAX_GUESSES: the success bonus's max_steps
 
 
 class WordleAdapter(OpenEnvAdapter):
+    episode_reward = "last"  # 1.0 on the winning guess, 0.0 on every other
     max_guesses = MAX_GUESSES
 
     def __init__(self) -> None:

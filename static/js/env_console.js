@@ -265,11 +265,11 @@
       try {
         row = JSON.parse(rowText);
       } catch (e) {
-        note("Other row fields: not valid JSON (" + e.message + ").");
+        note("Reset options: not valid JSON (" + e.message + ").");
         return;
       }
       if (!row || typeof row !== "object" || Array.isArray(row)) {
-        note('Other row fields: a JSON object is needed, e.g. {"blanks": 10}.');
+        note('Reset options: a JSON object is needed, e.g. {"blanks": 10}.');
         return;
       }
     }

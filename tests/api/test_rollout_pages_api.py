@@ -53,3 +53,24 @@ def test_steps_count_the_rollouts_up_to_the_runs_seq(api, outsider_api, run):
     assert response.status_code == 200
     assert response.json() == {"last_seq": 7, "steps": [[2, 4], [1, 3]]}
     assert outsider_api.get(f"/api/runs/{run.pk}/rollouts/steps/").status_code == 404
+
+
+def test_every_listed_rollout_carries_its_replay_url_and_it_opens_for_the_owner(api, owner, run):
+    from django.test import Client
+
+    Rollout.objects.filter(run=run, seq__in=[6, 7]).update(prompt_key="ab" * 16, rewards={"env_reward": 1.0})
+    page = Client()
+    page.force_login(owner)
+
+    listed = api.get(f"/api/runs/{run.pk}/rollouts/", {"after_seq": 5}).json()["results"]
+    grouped = api.get(f"/api/runs/{run.pk}/prompts/{'ab' * 16}/").json()["steps"][0]["rollouts"]
+
+    assert [(r["seq"], r["replay_url"]) for r in listed] == [
+        (6, f"/replay/runs/{run.pk}/6/"), (7, f"/replay/runs/{run.pk}/7/"),
+    ]
+    assert [(r["seq"], r["replay_url"]) for r in grouped] == [
+        (6, f"/replay/runs/{run.pk}/6/"), (7, f"/replay/runs/{run.pk}/7/"),
+    ]
+    opened = page.get(listed[0]["replay_url"])
+    assert opened.status_code == 200
+    assert f"Run #{run.pk} · rollout #6 · step 2" in opened.content.decode()

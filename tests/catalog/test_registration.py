@@ -93,6 +93,46 @@ def test_not_an_environment_is_refused(api, plain_http_server):
     assert Environment.objects.count() == 0
 
 
+@pytest.fixture(scope="module")
+def no_schema_url() -> Iterator[str]:
+    with run_env_server("tests.catalog.no_schema_server:app") as url:
+        yield url
+
+
+def no_schema(answered: str = "/health and /metadata") -> str:
+    return (
+        f"the server answers {answered} but has no /schema (HTTP 404): envlab reads an OpenEnv server's "
+        "action (the arguments its tools take) from /schema. Is it an OpenEnv server older than "
+        "openenv-core 0.2.0 (update it), or not an OpenEnv server?"
+    )
+
+
+@pytest.mark.parametrize("kind", ["", "openenv"])
+def test_a_json_server_without_schema_is_refused_for_what_it_lacks(api, no_schema_url, kind):
+    response, _ = _register(api, base_url=no_schema_url, kind=kind)
+
+    assert (response.status_code, response.json()) == (400, {"base_url": [no_schema()]})
+    assert Environment.objects.count() == 0
+
+
+def test_a_server_answering_only_health_is_told_so(api):
+    with run_env_server("tests.catalog.no_schema_server:health_only") as url:
+        response, _ = _register(api, base_url=url)
+
+    assert (response.status_code, response.json()) == (400, {"base_url": [no_schema("/health")]})
+    assert Environment.objects.count() == 0
+
+
+def test_a_json_server_without_list_environments_is_no_ors_server(api, no_schema_url):
+    response, _ = _register(api, base_url=no_schema_url, kind="ors")
+
+    assert (response.status_code, response.json()) == (400, {"base_url": [
+        "the server answers /health but not /list_environments (HTTP 404): an Open Reward Standard "
+        "server lists its environments there, so this is not one"
+    ]})
+    assert Environment.objects.count() == 0
+
+
 def test_harbor_and_two_sources_are_refused(api, echo_url):
     response, _ = _register(api, base_url=echo_url, kind="harbor")  # tests/catalog/test_harbor.py
     assert response.status_code == 400 and "not an OpenEnv Harbor server" in response.json()["base_url"][0]

@@ -78,7 +78,7 @@ def played() -> Iterator[dict[str, Episode]]:
             row = {"prompt": [{"role": "user", "content": prompts[name]}], "env": name, "seed": 3}
             if name == "sudoku":
                 row["blanks"] = 4
-            episodes[name] = play_episode(adapter=adapter, policy=policies[name], row=row)
+            episodes[name] = play_episode(adapter=adapter, policy=policies[name], row=row, max_calls=16)
         yield episodes
 
 

@@ -38,7 +38,9 @@ GRPO = {
     "max_steps": 1,
     "per_device_train_batch_size": 2,
     "max_completion_length": 48,
-    "max_tool_calling_iterations": 3,
+    # Wordle's six guesses: the warm-up's solver games are cut at GRPO's cap, and at 3 those
+    # needing more guesses would end unwon and not be kept.
+    "max_tool_calling_iterations": 6,
     "learning_rate": 1e-4,
     "save_steps": 1,
 }

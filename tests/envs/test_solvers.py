@@ -32,6 +32,9 @@ from worker.datasets import prompt_rows
 from worker.episodes import Episode, adapter_policy, play_episode, play_episodes, tool_schemas
 
 SEEDS = range(20)
+# More calls than any bundled episode allows (sudoku with 64 blanks: 138 steps): these tests
+# are about how the policies stop, not about a run's or an evaluation's cap.
+ROOM = 150
 BUNDLED = ("echo", "wordle", "catch", "sudoku")
 PROMPTS = {
     "echo": "Echo '{phrase}'.",
@@ -84,7 +87,7 @@ def test_echo_solver_repeats_the_asked_phrase_in_one_call(servers: dict[str, str
     rows = rows_for("echo", SEEDS)
 
     episodes = play_episodes(
-        adapter=adapter_for("echo", servers["echo"]), policy=EchoSolver(), rows=rows
+        adapter=adapter_for("echo", servers["echo"]), policy=EchoSolver(), rows=rows, max_calls=ROOM
     )
 
     assert [(e.won, e.reward, e.tool_calls, e.tool_failures, e.ended_by) for e in episodes] == [
@@ -99,7 +102,8 @@ def test_wordle_solver_wins_every_seeded_game_within_six_guesses(servers: dict[s
     rows = rows_for("wordle", SEEDS)
 
     episodes = play_episodes(
-        adapter=adapter_for("wordle", servers["wordle"]), policy=WordleSolver(), rows=rows
+        adapter=adapter_for("wordle", servers["wordle"]), policy=WordleSolver(), rows=rows,
+        max_calls=ROOM,
     )
 
     assert [(e.won, e.reward, e.tool_failures, e.ended_by) for e in episodes] == [
@@ -116,7 +120,8 @@ def test_catch_solver_catches_every_ball(servers: dict[str, str]) -> None:
     rows = rows_for("catch", SEEDS)
 
     episodes = play_episodes(
-        adapter=adapter_for("catch", servers["catch"]), policy=CatchSolver(), rows=rows
+        adapter=adapter_for("catch", servers["catch"]), policy=CatchSolver(), rows=rows,
+        max_calls=ROOM,
     )
 
     assert [(e.won, e.reward, e.tool_calls, e.tool_failures, e.ended_by) for e in episodes] == [
@@ -132,7 +137,8 @@ def test_sudoku_solver_fills_every_blank_correctly(servers: dict[str, str], blan
     rows = rows_for("sudoku", SEEDS, blanks=blanks)
 
     episodes = play_episodes(
-        adapter=adapter_for("sudoku", servers["sudoku"]), policy=SudokuSolver(), rows=rows
+        adapter=adapter_for("sudoku", servers["sudoku"]), policy=SudokuSolver(), rows=rows,
+        max_calls=ROOM,
     )
 
     assert [(e.won, e.reward, e.tool_calls, e.tool_failures, e.ended_by) for e in episodes] == [
@@ -244,6 +250,7 @@ def test_random_policy_calls_on_mcpdemo_satisfy_the_servers_own_input_schemas(
         adapter=adapter,
         policy=adapter_policy(adapter, key="mcpdemo", seed=11),  # no solver: random
         rows=rows_for("mcpdemo", range(6)),
+        max_calls=ROOM,
     )
 
     calls = [call for episode in episodes for call in calls_of(episode)]
@@ -371,7 +378,7 @@ def test_transcript_round_trips_through_trls_chat_template_and_parser(
     tokenizer = qwen3_tokenizer()
     adapter = adapter_for("sudoku", servers["sudoku"])
     episode = play_episode(
-        adapter=adapter, policy=SudokuSolver(), row=rows_for("sudoku", [4], blanks=3)[0]
+        adapter=adapter, policy=SudokuSolver(), row=rows_for("sudoku", [4], blanks=3)[0], max_calls=ROOM
     )
 
     for index, message in enumerate(episode.messages):
@@ -416,7 +423,7 @@ def test_failed_calls_are_recorded_as_trl_records_them(servers: dict[str, str]) 
     policy = Scripted([ToolCall("jump"), ToolCall("move", {"direction": "up"}), ToolCall("stay")])
     row = rows_for("catch", [1])[0]
 
-    episode = play_episode(adapter=adapter, policy=policy, row=row)
+    episode = play_episode(adapter=adapter, policy=policy, row=row, max_calls=ROOM)
 
     refusal = (
         "direction must be 'left' or 'right', got 'up' (call stay() to keep the paddle where it is)"
@@ -451,11 +458,27 @@ def test_failed_calls_are_recorded_as_trl_records_them(servers: dict[str, str]) 
     assert "Rows left: 9." in policy.prompt
 
 
+def test_the_call_cap_cuts_a_long_episode_mid_game(servers: dict[str, str]) -> None:
+    """20 blanks need 20 placements; at 5 calls the episode stops as TRL stops a rollout at
+    its last tool-calling round: after a tool result, with no closing turn."""
+    adapter = adapter_for("sudoku", servers["sudoku"])
+
+    episode = play_episode(
+        adapter=adapter, policy=SudokuSolver(), row=rows_for("sudoku", [4], blanks=20)[0], max_calls=5
+    )
+
+    assert (episode.tool_calls, episode.tool_failures, episode.ended_by, episode.won, episode.lost) == (
+        5, 0, "limit", False, False,
+    )
+    assert [m["role"] for m in episode.messages] == ["user", *["assistant", "tool"] * 5]
+    assert episode.reward == pytest.approx(5 / 20)
+
+
 def test_play_episode_rejects_a_row_without_a_prompt(servers: dict[str, str]) -> None:
     adapter = adapter_for("echo", servers["echo"])
 
     with pytest.raises(ValueError, match="needs a 'prompt'"):
-        play_episode(adapter=adapter, policy=EchoSolver(), row={"seed": 1})
+        play_episode(adapter=adapter, policy=EchoSolver(), row={"seed": 1}, max_calls=ROOM)
     with pytest.raises(ValueError, match="max_calls must be at least 1"):
         play_episode(
             adapter=adapter, policy=EchoSolver(), row=rows_for("echo", [1])[0], max_calls=0

@@ -272,13 +272,14 @@ def test_checkpoints_of_a_run_are_plotted_with_the_best_marked(
 
 
 @pytest.mark.parametrize(
-    ("app", "key", "columns"),
+    ("app", "key", "columns", "iterations"),
     [
-        ("envs.wordle.server:app", "wordle", {"guesses_per_win", "invalid_guesses"}),
-        ("envs.sudoku.server:app", "sudoku", {"solved", "cells_correct"}),
+        ("envs.wordle.server:app", "wordle", {"guesses_per_win", "invalid_guesses"}, 16),
+        # 20 blanks (the default puzzle) take 20 placements, one call each.
+        ("envs.sudoku.server:app", "sudoku", {"solved", "cells_correct"}, 20),
     ],
 )
-def test_wordle_and_sudoku_columns_from_the_episode_attributes(api, owner, app, key, columns):
+def test_wordle_and_sudoku_columns_from_the_episode_attributes(api, owner, app, key, columns, iterations):
     from tests.envs.servers import run_env_server
 
     with run_env_server(app, {"ENABLE_WEB_INTERFACE": "false"}) as url:
@@ -292,6 +293,7 @@ def test_wordle_and_sudoku_columns_from_the_episode_attributes(api, owner, app, 
                 "environment": response.json()["id"],
                 "models": ["solver", "random"],
                 "episodes": 2,
+                "max_tool_calling_iterations": iterations,
             },
         )
         assert evaluation.environment_key == key
@@ -313,6 +315,44 @@ def test_wordle_and_sudoku_columns_from_the_episode_attributes(api, owner, app, 
     else:
         assert rows[0]["solved"] == 2
         assert rows[0]["cells_correct"] == sum(e.attributes["blanks"] for e in solved) / 2
+
+
+def test_reference_policies_make_at_most_the_evaluations_tool_calling_iterations(api, owner):
+    """The solver and the random policy play by the model's rule: one call a round, at most
+    max_tool_calling_iterations rounds (16 unless stated). Sudoku's default puzzle needs 20."""
+    from tests.envs.servers import run_env_server
+
+    with run_env_server("envs.sudoku.server:app", {"ENABLE_WEB_INTERFACE": "false"}) as url:
+        response = api.post("/api/environments/", {"name": "sudoku", "base_url": url, "capacity": 8}, format="json")
+        assert response.status_code == 201, response.json()
+        environment = response.json()["id"]
+        default = evaluation_create(
+            owner=owner, data={"environment": environment, "models": ["solver", "random"], "episodes": 2}
+        )
+        three = evaluation_create(
+            owner=owner,
+            data={"environment": environment, "models": ["solver", "random"], "episodes": 2,
+                  "max_tool_calling_iterations": 3},
+        )
+        room = evaluation_create(
+            owner=owner,
+            data={"environment": environment, "models": ["solver"], "episodes": 2, "max_tool_calling_iterations": 20},
+        )
+        assert [_play(evaluation) for evaluation in (default, three, room)] == ["succeeded"] * 3
+
+    def played(evaluation):
+        return [
+            (e.model_index, e.tool_calls, e.ended_by, e.won, e.messages[-1]["role"])
+            for e in EvaluationEpisode.objects.filter(evaluation=evaluation).order_by("model_index", "index")
+        ]
+
+    assert played(default) == [(0, 16, "limit", False, "tool")] * 2 + [(1, 16, "limit", False, "tool")] * 2
+    assert played(three) == [(0, 3, "limit", False, "tool")] * 2 + [(1, 3, "limit", False, "tool")] * 2
+    assert played(room) == [(0, 20, "environment", True, "assistant")] * 2
+    assert [len([m for m in e.messages if m.get("tool_calls")]) for e in EvaluationEpisode.objects.filter(
+        evaluation=three
+    )] == [3, 3, 3, 3]
+    assert evaluation_results(evaluation=three)[0]["tool_calls"] == 6
 
 
 def test_model_policy_continues_as_trl_does(demo_echo):

@@ -238,7 +238,9 @@ def test_classic_adapter_plays_an_episode(echo_url: str, opened: Callable[..., A
     assert adapter.echo(message="hello") == (
         f"echoed_message: hello\n{ECHO_INSTRUCTION}\nreward: 1.0\ndone: true"
     )
-    assert (adapter.reward, adapter.done, adapter.lost) == (1.0, True, False)
+    # A generated adapter's episode reward is the sum of the step rewards (1/3 + 1): the
+    # bundled echo adapter, which knows each step scores afresh, keeps the best instead.
+    assert (adapter.reward, adapter.done, adapter.lost) == (1 / 3 + 1.0, True, False)
     assert (adapter.tool_calls, adapter.tool_failures) == (2, 0)
     with pytest.raises(RuntimeError, match=r"^Game over\.$"):
         adapter.echo(message="hello")

@@ -5,11 +5,14 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from webapp.catalog.capacity import capacity_note
 from webapp.catalog.models import Environment
 from webapp.runs.checkpoints import run_checkpoints
 from webapp.runs.models import Rollout, Run, RunEvent, WorkerHeartbeat
+from webapp.runs.replay_views import rollout_replay_url
 from webapp.runs.routing import config_queue
 from webapp.runs.selectors import run_alerts, run_progress, run_status_display
+from webapp.runs.services import LAUNCH_WARNING
 from webapp.runs.workers import run_waiting_reason, worker_facts
 
 
@@ -57,13 +60,20 @@ class EnvironmentChangeIn(serializers.Serializer):
 
 class EnvironmentOut(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", default=None)
+    capacity_note = serializers.SerializerMethodField(
+        help_text='The capacity and where it came from, as its page shows it: "at least 22 (measured; the '
+        'measurement ran out of time)", "1 (learned when the server refused a session at step 3 of run 7)".'
+    )
 
     class Meta:
         model = Environment
         fields = [
-            "id", "name", "kind", "base_url", "status", "tools", "capacity", "metadata",
+            "id", "name", "kind", "base_url", "status", "tools", "capacity", "capacity_note", "metadata",
             "last_error", "checked_at", "created_at", "owner", "shared",
         ]
+
+    def get_capacity_note(self, environment: Environment) -> str:
+        return capacity_note(environment)
 
 
 class EnvironmentRegisteredOut(EnvironmentOut):
@@ -160,6 +170,21 @@ class RunDetailOut(RunOut):
         return [checkpoint.as_dict() for checkpoint in run_checkpoints(run=run)]
 
 
+class RunLaunchOut(RunDetailOut):
+    """The answer to a launch: the queued run, and what the launch was warned about."""
+
+    warnings = serializers.SerializerMethodField(
+        help_text="What the launch should know but did not refuse it for (a capacity that is only a lower "
+        "bound, below the generation batch); also the run's launch_warning events."
+    )
+
+    class Meta(RunDetailOut.Meta):
+        fields = [*RunDetailOut.Meta.fields, "warnings"]
+
+    def get_warnings(self, run: Run) -> list[str]:
+        return list(run.events.filter(kind=LAUNCH_WARNING).order_by("pk").values_list("message", flat=True))
+
+
 class RunEventOut(serializers.ModelSerializer):
     """Something that happened to a run (claimed, checkpoint resumed, an alert raised...).
     `message` may quote model or environment text: show it as text."""
@@ -204,12 +229,24 @@ class RunToolTableOut(serializers.Serializer):
 
 
 class RolloutOut(serializers.ModelSerializer):
+    replay_url = serializers.SerializerMethodField(
+        help_text="The rollout's replay page (an absolute path; it asks for a signed-in session)."
+    )
+
     class Meta:
         model = Rollout
         fields = [
             "seq", "step", "env", "seed", "prompt_key", "prompt", "messages", "rewards", "reward", "advantage",
-            "unscored", "created_at",
+            "unscored", "created_at", "replay_url",
         ]
+
+    def get_replay_url(self, rollout: Rollout) -> str:
+        return rollout_replay_url(rollout)
+
+
+class RolloutPageOut(serializers.Serializer):
+    results = RolloutOut(many=True)
+    next = serializers.CharField(allow_null=True, help_text="The next page's URL; null on the last page.")
 
 
 class WorkerOut(serializers.ModelSerializer):

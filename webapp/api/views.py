@@ -22,9 +22,10 @@ from webapp.api.serializers import (
     EnvironmentIn,
     EnvironmentOut,
     EnvironmentRegisteredOut,
-    RolloutOut,
+    RolloutPageOut,
     RunDetailOut,
     RunEventOut,
+    RunLaunchOut,
     RunOut,
     RunToolTableOut,
     WorkerOut,
@@ -152,10 +153,10 @@ class RunListApi(WriteThrottled, APIView):
         return Response(RunOut(runs, many=True).data)
 
     # The one run config schema, published as is: clients (and the schema fuzzer) see real bodies.
-    @extend_schema(request=RunConfig, responses={201: RunDetailOut})
+    @extend_schema(request=RunConfig, responses={201: RunLaunchOut})
     def post(self, request: Request) -> Response:
         run = run_launch(owner=request.user, data=request.data)
-        return Response(RunDetailOut(run).data, status=status.HTTP_201_CREATED)
+        return Response(RunLaunchOut(run).data, status=status.HTTP_201_CREATED)
 
 
 class RunDemoApi(WriteThrottled, APIView):
@@ -254,7 +255,7 @@ class RunRolloutsApi(APIView):
             ),
             OpenApiParameter("limit", int),
         ],
-        responses=dict,
+        responses=RolloutPageOut,
     )
     def get(self, request: Request, pk: int) -> Response:
         run = _visible_run(request, pk)
@@ -270,7 +271,7 @@ class RunRolloutsApi(APIView):
         )
         cursor = "after_seq" if before_seq is None else "before_seq"
         page, next_url = _keyset_page(request, rows, limit, cursor, lambda row: row.seq)
-        return Response({"results": RolloutOut(page, many=True).data, "next": next_url})
+        return Response(RolloutPageOut({"results": page, "next": next_url}).data)
 
 
 class RunCompareApi(APIView):

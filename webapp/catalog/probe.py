@@ -20,6 +20,7 @@ from envs.registry import MARKER_PATH, AdapterSpec, bundled_match  # the one reg
 from webapp.catalog.probe_http import (
     ProbeError,
     ProbeSession,
+    ServerAnsweredStatus,
     ServerUnreadable,
     normalise_base_url,
     probe_timeout,
@@ -32,6 +33,15 @@ _WS_MAX_MESSAGE = 64 * 1024
 
 class OrsChoiceNeeded(ProbeError):
     """The server is an ORS server, but which of its environments to register must be chosen."""
+
+
+class PathMissing(ProbeError):
+    """The server answers `/health` but not the path its kind is read from. Saying which
+    (and the status) tells nothing about the network that `/health` answering did not."""
+
+
+# The first openenv-core release whose servers serve `/schema` (added 2025-11-18, meta-pytorch/OpenEnv ff1bd7c6).
+OPENENV_SCHEMA_SINCE = "0.2.0"
 
 
 @dataclass
@@ -141,9 +151,31 @@ def probe_openenv(base_url: str, *, timeout: float | None = None) -> ProbeResult
         return _openenv(probe)
 
 
+def _no_schema(probe: ProbeSession, status: int) -> PathMissing:
+    try:
+        answered = "/health and /metadata" if isinstance(probe.json("GET", "/metadata"), dict) else "/health"
+    except ProbeError:
+        if probe.expired:
+            raise
+        answered = "/health"
+    if status in (404, 405, 410):
+        return PathMissing(
+            f"the server answers {answered} but has no /schema (HTTP {status}): envlab reads an "
+            "OpenEnv server's action (the arguments its tools take) from /schema. Is it an OpenEnv "
+            f"server older than openenv-core {OPENENV_SCHEMA_SINCE} (update it), or not an OpenEnv server?"
+        )
+    return PathMissing(
+        f"the server answers {answered} but /schema fails (HTTP {status}): envlab reads an "
+        "OpenEnv server's action (the arguments its tools take) from /schema; see the server's log"
+    )
+
+
 def _openenv(probe: ProbeSession) -> ProbeResult:
     health = probe.read_health()
-    schema = probe.json("GET", "/schema")
+    try:
+        schema = probe.json("GET", "/schema")
+    except ServerAnsweredStatus as exc:
+        raise _no_schema(probe, exc.status) from None
     if not isinstance(schema, dict) or not isinstance(schema.get("action"), dict):
         raise ProbeError("/schema has no 'action' object: not an OpenEnv server")
     metadata_raw = probe.json("GET", "/metadata")
@@ -183,7 +215,13 @@ def ors_environments(base_url: str, *, timeout: float | None = None) -> list[str
 
 def _ors_names(probe: ProbeSession) -> list[str]:
     probe.read_health()
-    names = probe.json("GET", "/list_environments")
+    try:
+        names = probe.json("GET", "/list_environments")
+    except ServerAnsweredStatus as exc:
+        raise PathMissing(
+            f"the server answers /health but not /list_environments (HTTP {exc.status}): an Open Reward "
+            "Standard server lists its environments there, so this is not one"
+        ) from None
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         raise ProbeError("/list_environments did not return environment names: not an ORS server")
     return [_text(n, 100) for n in names[:100]]
@@ -284,6 +322,10 @@ def _probe(
             except ProbeError as ors_error:
                 if isinstance(openenv_error, ServerUnreadable) and isinstance(ors_error, ServerUnreadable):
                     raise ors_error from None
+                if isinstance(openenv_error, PathMissing) and isinstance(ors_error, PathMissing | ServerUnreadable):
+                    # It answers as neither kind: what it lacks of OpenEnv's (the nearer kind,
+                    # whose /health it shares) is the one reason; the ORS miss adds no other.
+                    raise openenv_error from None
                 raise ProbeError(
                     f"not an OpenEnv server ({openenv_error}) nor an Open Reward Standard server ({ors_error})"
                 ) from None
@@ -318,7 +360,9 @@ def _ors_choosing(probe: ProbeSession, ors_env: str, *, every: bool) -> list[Pro
 @dataclass
 class CapacityResult:
     capacity: int
-    at_least: bool  # the probe stopped at its limit before the server refused
+    at_least: bool  # the probe stopped before the server refused
+    # Why an "at least" stopped: "deadline" (ENVLAB_PROBE_DEADLINE passed) or "limit" (its session cap).
+    stopped_by: str = ""
 
 
 def probe_capacity(base_url: str, *, limit: int = 256, timeout: float | None = None) -> CapacityResult:
@@ -346,7 +390,7 @@ def probe_capacity(base_url: str, *, limit: int = 256, timeout: float | None = N
             if left <= 0:
                 if not sessions:
                     raise ServerUnreadable(base_url)
-                return CapacityResult(capacity=len(sessions), at_least=True)
+                return CapacityResult(capacity=len(sessions), at_least=True, stopped_by="deadline")
             try:
                 # Our own checked socket: websockets then follows no redirect and uses no proxy.
                 sock = netguard.create_connection(address, min(per_request, left))
@@ -366,13 +410,13 @@ def probe_capacity(base_url: str, *, limit: int = 256, timeout: float | None = N
                 reply = json.loads(session.recv(timeout=max(0.0, min(per_request, ends - time.monotonic()))))
             except (OSError, WebSocketException, TimeoutError, ValueError):
                 if time.monotonic() >= ends and len(sessions) > 1:
-                    return CapacityResult(capacity=len(sessions) - 1, at_least=True)
+                    return CapacityResult(capacity=len(sessions) - 1, at_least=True, stopped_by="deadline")
                 raise ServerUnreadable(base_url) from None
             data = reply.get("data") if isinstance(reply, dict) else None
             if isinstance(data, dict) and data.get("code") == "CAPACITY_REACHED":
                 return CapacityResult(capacity=len(sessions) - 1, at_least=False)
             # Any other answer, an error about `state` before `reset` included, proves a live session.
-        return CapacityResult(capacity=limit, at_least=True)
+        return CapacityResult(capacity=limit, at_least=True, stopped_by="limit")
     finally:
         for session in sessions:
             try:

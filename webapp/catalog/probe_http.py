@@ -16,6 +16,7 @@ import json
 import socket
 import threading
 import time
+import urllib.error
 import urllib.request
 from typing import Any
 
@@ -38,6 +39,15 @@ class ServerUnreadable(ProbeError):
             f"the server at {base_url} could not be read as an environment server "
             "(no answer, refused, timed out, redirected, too large or not JSON)"
         )
+
+
+class ServerAnsweredStatus(ServerUnreadable):
+    """An HTTP error status (4xx, 5xx): the same message, with the status kept for a caller
+    that already knows the server answers (its `/health` did) to say what is missing."""
+
+    def __init__(self, base_url: str, status: int) -> None:
+        super().__init__(base_url)
+        self.status = status
 
 
 def normalise_base_url(url: str) -> str:
@@ -120,6 +130,11 @@ class ProbeSession:
             return json.loads(raw)
         except netguard.OutboundRefused as exc:  # the name now resolves somewhere refused
             raise ProbeError(str(exc)) from None
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            if 400 <= exc.code < 600:  # a 3xx is a refused redirect: unreadable, as it always was
+                raise ServerAnsweredStatus(self.base_url, exc.code) from None
+            raise ServerUnreadable(self.base_url) from None
         except (OSError, http.client.HTTPException, ValueError):
             raise ServerUnreadable(self.base_url) from None
 

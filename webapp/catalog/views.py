@@ -24,6 +24,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from envs.adapters import episode_reward_rule
 from webapp.api.throttles import throttle_posts
 from webapp.catalog.bundled import (
     BUNDLED,
@@ -34,6 +35,7 @@ from webapp.catalog.bundled import (
     bundled_stop,
     process_is_ours,
 )
+from webapp.catalog.capacity import capacity_note, capacity_shown
 from webapp.catalog.forms import BundledStartForm, EnvironmentRegisterForm
 from webapp.catalog.models import BundledServer, Environment
 from webapp.catalog.probe import MAX_ORS_ENVIRONMENTS
@@ -208,7 +210,7 @@ def environment_detail(request: HttpRequest, pk: int) -> HttpResponse:
         if isinstance(raw_splits, dict)
         else []
     )
-    shown_apart = {"splits", "capacity_source"}
+    shown_apart = {"splits", "capacity_source", "capacity_stopped_by", "capacity_learned"}
     from webapp.rewards.learnability import learnability_cards
     from webapp.rewards.selectors import recipes_visible_to
 
@@ -223,7 +225,8 @@ def environment_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "can_control": environment_can_control(user=request.user, environment=environment),
             "tools": tools,
             "splits": splits,
-            "capacity_source": str(metadata.get("capacity_source", "")),
+            "episode_reward": episode_reward_rule(environment)[1],
+            "capacity": capacity_shown(environment),
             "metadata": sorted(
                 (str(k), v if isinstance(v, str) else json.dumps(v))
                 for k, v in metadata.items()
@@ -265,10 +268,7 @@ def environment_measure_capacity_view(request: HttpRequest, pk: int) -> HttpResp
     except EnvironmentRejected as exc:
         _flash_refusal(request, f"Cannot measure '{environment.name}'", exc)
     else:
-        source = (environment.metadata or {}).get("capacity_source", "probed")
-        messages.success(
-            request, f"'{environment.name}' capacity: {environment.capacity} ({source})."
-        )
+        messages.success(request, f"'{environment.name}' capacity: {capacity_note(environment)}.")
     return redirect("environment-detail", pk=environment.pk)
 
 

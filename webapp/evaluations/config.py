@@ -32,6 +32,9 @@ MAX_MODELS = 24
 RANDOM = "random"
 SOLVER = "solver"
 REFERENCE_POLICIES = (SOLVER, RANDOM)
+# Tool-calling rounds of an episode when the request states none. The reference policies make
+# one call a round, so it caps their calls too (worker/episodes.py stated_iterations).
+DEFAULT_MAX_TOOL_CALLING_ITERATIONS = 16
 
 # Prompts for the bundled environments when a request gives none; the text `reset` returns
 # (the board, the rules) is appended to it, as in training.
@@ -70,7 +73,11 @@ class EvaluationRequest(BaseModel):
         description="Each episode's prompt ({phrase}: a seeded random phrase); bundled environments have a default.",
     )
     max_completion_length: int = Field(default=512, ge=8, le=8192)
-    max_tool_calling_iterations: int = Field(default=16, ge=1, le=150)
+    max_tool_calling_iterations: int = Field(
+        default=DEFAULT_MAX_TOOL_CALLING_ITERATIONS, ge=1, le=150,
+        description="Tool-calling rounds per episode at most (TRL's name); the solver and random "
+        "policies, one call a round, make at most this many calls.",
+    )
     chat_template_kwargs: dict[str, Any] = Field(default_factory=lambda: {"enable_thinking": False})
     reset: dict[str, ResetValue] = Field(
         default_factory=dict,

@@ -39,6 +39,7 @@ from webapp.runs.models import Rollout
 class RecipeVersionOut(serializers.Serializer):
     number = serializers.IntegerField()
     created_at = serializers.DateTimeField()
+    note = serializers.CharField(help_text="Why envlab made this version without a change of terms; usually empty.")
 
 
 class RecipeOut(serializers.Serializer):

@@ -124,6 +124,8 @@ def recipe_job_params(
         "name": job_env_name(name, environment),
         "prompt": request.prompt if request.prompt is not None else DEFAULT_PROMPTS[key],
         "seed": request.seed,
+        # Every episode's reset options, as a run's environment sends them.
+        "reset": dict(request.reset),
     }
 
 

@@ -36,6 +36,9 @@ class RewardRecipeVersion(models.Model):
     number = models.PositiveIntegerField()
     # Validated terms (webapp.rewards.terms.RewardTerm), as JSON with defaults left out.
     terms = models.JSONField()
+    # Why this version exists when its terms did not change: envlab changed what one of them
+    # means (a migration wrote it; a user's save leaves it empty).
+    note = models.CharField(max_length=500, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -61,8 +61,9 @@ class NoParams(_Params):
 
 
 class EnvRewardParams(_Params):
-    # "result": the adapter's own episode reward (what `env_reward` always meant: the best
-    # step reward for most OpenEnv servers, the last one for catch, sudoku and ORS).
+    # "result": the adapter's own episode reward (envs.adapters.episode_reward_rule): the sum
+    # of the step rewards on third-party OpenEnv servers (until 2026-12 the best one, floored
+    # at 0), the last one for catch, sudoku, wordle and ORS, the best one for echo.
     aggregate: Literal["result", "last", "sum", "max"] = "result"
 
 

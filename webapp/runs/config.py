@@ -23,6 +23,8 @@ from pydantic import (
     model_validator,
 )
 
+from envs.rows import RESERVED_RESET_KEYS
+
 # The one registry of reward terms (webapp/rewards/terms.py); RewardTerm is re-exported here.
 from webapp.rewards.terms import RecipeRef, RewardTerm, TermFieldError, terms_error
 from webapp.textcheck import nul_errors
@@ -81,11 +83,10 @@ class RunEnvironment(_Strict):
     @field_validator("reset")
     @classmethod
     def _reset_keys(cls, value: dict[str, ResetValue]) -> dict[str, ResetValue]:
-        reserved = {"prompt", "env", "environment", "seed", "target", "task_index"}
         for key in value:
             if not re.fullmatch(r"[a-z][a-z0-9_]{0,39}", key):
                 raise ValueError(f"reset argument '{key[:40]}' must be a lowercase identifier")
-            if key in reserved:
+            if key in RESERVED_RESET_KEYS:
                 raise ValueError(f"reset argument '{key}' is set by envlab itself")
         return value
 
@@ -275,7 +276,8 @@ class HarnessSettings(_Strict):
 
 
 AlertKind = Literal[
-    "nonfinite", "zero_variance", "tool_failures", "no_tool_calls", "reward_flat", "entropy_collapse"
+    "nonfinite", "zero_variance", "tool_failures", "no_tool_calls", "reward_flat", "entropy_collapse",
+    "group_mismatch",
 ]
 ALERT_KINDS: tuple[str, ...] = AlertKind.__args__  # type: ignore[attr-defined]
 
@@ -301,6 +303,13 @@ class AlertSettings(_Strict):
     reward_flat_tolerance: float = Field(default=1e-3, ge=0, le=1e6)
     entropy_min: float = Field(default=0.01, ge=0, le=100, description="Alert when token entropy stays below this...")
     entropy_steps: int = Field(default=5, ge=1, le=MAX_STEPS, description="...for this many steps in a row.")
+    group_mismatch_clear_steps: int = Field(
+        default=10, ge=1, le=MAX_STEPS,
+        description=(
+            "Alert at the first step with a group whose completions started from different observations "
+            "(a reset that ignores the seed); clear it after this many steps in a row without one."
+        ),
+    )
     stop_on: list[AlertKind] = Field(
         default_factory=lambda: ["nonfinite"],
         max_length=len(ALERT_KINDS),

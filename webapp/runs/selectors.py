@@ -8,6 +8,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 from django.db.models import Prefetch, QuerySet
 
+from envs.adapters import episode_reward_rule
+from webapp.catalog.models import Environment
 from webapp.runs import metric_tiers
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 
@@ -230,6 +232,25 @@ def run_rollout_steps(*, run: Run, through_seq: int) -> list[list[int]]:
         .order_by("-step")
     )
     return [[row["step"], row["n"]] for row in rows]
+
+
+def run_environments(*, run: Run) -> list[dict[str, Any]]:
+    """The run's environments as its config names them: the catalog entry, the reset options
+    every episode sends, and what the episode reward (`env_reward`) is there."""
+    items = [item for item in (run.config or {}).get("environments") or [] if isinstance(item, dict)]
+    entries = Environment.objects.in_bulk([item.get("environment") for item in items])
+    out = []
+    for index, item in enumerate(items):
+        entry = entries.get(item.get("environment"))
+        rule, meaning = episode_reward_rule(entry) if entry is not None else ("", "")
+        out.append({
+            "name": item.get("name") or (f"env{index}" if len(items) > 1 else "env"),
+            "environment": entry,
+            "reset": item.get("reset") or {},
+            "episode_reward": rule,
+            "episode_reward_text": meaning,
+        })
+    return out
 
 
 def run_progress(*, run: Run) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from webapp.runs.selectors import (
     RUN_CHANGE_REFUSAL,
     run_alerts,
     run_can_change,
+    run_environments,
     run_metric_series,
     run_progress,
     run_rollout_steps,
@@ -294,6 +295,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "rollouts": [rollout_view(r) for r in rollouts],
             "tool_table": run_tool_table(run=run),
             "checkpoints": run_checkpoints(run=run),
+            "environments": run_environments(run=run),
             # Only the evaluations of this run the viewer may open themselves.
             "checkpoint_evaluations": evaluations_visible_to(user=request.user).filter(source_run=run)[:5],
             "waiting_reason": run_waiting_reason(run=run),
