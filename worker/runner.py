@@ -26,6 +26,7 @@ from envs.adapters import (
     bind_adapter,  # noqa: E402
     toolstats,  # noqa: E402
 )
+from envs.adapters.base import ResetRefused  # noqa: E402
 from envs.adapters.router import router_class  # noqa: E402
 from envs.netguard import check_outbound_url  # noqa: E402
 from webapp.accounts.secrets import user_secret_value  # noqa: E402
@@ -674,6 +675,8 @@ def _error_message(exc: BaseException) -> str:
     refusal = capacity_refusal(exc)
     if refusal is not None:
         return str(refusal)[:4000]
+    if isinstance(exc, ResetRefused):  # the server's own words, with the options it refused
+        return str(exc)[:4000]
     tail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     return tail[:4000]
 
