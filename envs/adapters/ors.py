@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 from envs import netguard
 from envs.adapters import toolstats
 from envs.adapters.base import ClipsToolText, EpisodeLost, clip_tool_text
+from envs.adapters.ors_limits import cap_api_sessions, cap_pinger
 from envs.adapters.tool_metrics import (
     EXECUTION_ERROR,
     INVALID_ARGS,
@@ -192,8 +193,13 @@ class OrsTarget:
             _guard_connections(api)
             apis[key] = api
         if "/" in self.env_name:
-            return apis[key].get(self.env_name)
-        return apis[key].get(self.env_name, variant=self.env_name)
+            environment = apis[key].get(self.env_name)
+        else:
+            environment = apis[key].get(self.env_name, variant=self.env_name)
+        # `get` opens the API's sessions: no answer on them is read past the lab's cap.
+        cap_api_sessions(apis[key])
+        cap_pinger()
+        return environment
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = SETUP_TIMEOUT_S) -> T:
         return _sdk_loop().run(coro, timeout)

@@ -1,0 +1,92 @@
+"""An ORS server cannot make the lab read an answer past ENVLAB_MAX_RESPONSE_BYTES (security
+review K2): the openreward SDK's bodies, error bodies and event streams are capped."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from envs.adapters.ors import ors_adapter_class
+from envs.adapters.ors_limits import ResponseTooLarge, _CappedStream
+
+# One endless SSE event of short `data:` lines (the SDK keeps them all until a blank line);
+# aiohttp's own line limit (512 kB) would cut one endless line before the cap did.
+CHUNK = (b"data: " + b"x" * 1017 + b"\n") * 64
+HUGE = 200 * 1024 * 1024  # what the server offers: far more than the lab may read
+
+
+@contextmanager
+def flooding_server(status: int) -> Iterator[dict]:
+    """Answers every request with `status` and a 200 MB body, counting what it got to send."""
+    sent = {"bytes": 0, "requests": 0}
+
+    class Flood(http.server.BaseHTTPRequestHandler):
+        def _flood(self) -> None:
+            sent["requests"] += 1
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(HUGE))
+            self.end_headers()
+            try:
+                while sent["bytes"] < HUGE:
+                    self.wfile.write(CHUNK)
+                    sent["bytes"] += len(CHUNK)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        do_GET = do_POST = _flood  # noqa: N815 - http.server's names
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Flood)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    sent["url"] = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield sent
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("status", [500, 200])
+def test_a_flood_of_an_answer_is_cut_at_the_cap(settings, status: int) -> None:
+    settings.ENVLAB_MAX_RESPONSE_BYTES = 100_000
+    with flooding_server(status) as sent:
+        with pytest.raises(Exception) as refused:  # noqa: B017 - whatever the SDK wraps it in
+            ors_adapter_class(base_url=sent["url"], env_name="echo")
+    chain, exc = [], refused.value
+    while exc is not None and len(chain) < 10:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    assert "more than 100000 bytes (ENVLAB_MAX_RESPONSE_BYTES)" in str(refused.value) or any(
+        isinstance(e, ResponseTooLarge) for e in chain
+    ), chain
+    # The lab stopped reading: what the server got onto the wire is socket buffers, not 200 MB.
+    assert sent["bytes"] < 40 * 1024 * 1024, sent
+    assert sent["requests"] >= 1
+
+
+def test_an_event_stream_is_counted_line_by_line() -> None:
+    import aiohttp
+    from aiohttp.base_protocol import BaseProtocol
+
+    async def scenario() -> list[bytes]:
+        loop = asyncio.get_running_loop()
+        stream = aiohttp.StreamReader(BaseProtocol(loop), 2**16, loop=loop)
+        for _ in range(100):
+            stream.feed_data(b"data: " + b"y" * 1000 + b"\n")
+        stream.feed_eof()
+        lines = []
+        with pytest.raises(ResponseTooLarge, match=r"more than 20000 bytes \(ENVLAB_MAX_RESPONSE_BYTES\)"):
+            async for line in _CappedStream(stream, 20_000, "http://127.0.0.1:1"):
+                lines.append(line)
+        return lines
+
+    lines = asyncio.run(scenario())
+    assert len(lines) == 19  # 19 lines of 1007 bytes fit in 20,000; the 20th does not
