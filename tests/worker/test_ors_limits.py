@@ -90,3 +90,48 @@ def test_an_event_stream_is_counted_line_by_line() -> None:
 
     lines = asyncio.run(scenario())
     assert len(lines) == 19  # 19 lines of 1007 bytes fit in 20,000; the 20th does not
+
+
+REPRODUCTION = r"""
+import os, resource, sys
+import django
+django.setup()
+from envs.adapters.ors import ors_adapter_class
+from django.conf import settings
+
+def peak():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+try:  # warm up: the SDK's imports and loop, on a server that is not there
+    ors_adapter_class(base_url="http://127.0.0.1:9", env_name="echo")
+except Exception:
+    pass
+before = peak()
+try:
+    ors_adapter_class(base_url=sys.argv[1], env_name="echo")
+except Exception as exc:
+    print("refused:", str(exc)[:200])
+print(before, peak(), settings.ENVLAB_MAX_RESPONSE_BYTES)
+"""
+
+
+def test_the_reviewers_reproduction_stays_under_the_cap_plus_a_margin() -> None:
+    """K2's reproduction in a process of its own: a 200 MB error body to the first request.
+    Its peak memory grows by at most ENVLAB_MAX_RESPONSE_BYTES and a fixed 64 MB margin (it
+    grew by 1.6 GB before the cap)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.envs.servers import REPO_ROOT
+
+    with flooding_server(500) as sent:
+        done = subprocess.run(
+            [sys.executable, "-c", REPRODUCTION, sent["url"]], cwd=REPO_ROOT, capture_output=True, text=True,
+            timeout=120, env={**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings.test"},
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    refused, numbers = done.stdout.strip().splitlines()[-2:]
+    assert "ENVLAB_MAX_RESPONSE_BYTES" in refused, refused
+    before, after, cap = (int(n) for n in numbers.split())
+    assert after - before < cap + 64 * 1024 * 1024, (before, after, cap)
