@@ -1,6 +1,11 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from webapp.api.throttles import throttle_posts
+
+# The admin's sign-in costs a password hash per post like the others: the same per-address rate.
+admin.site.login = throttle_posts("login")(admin.site.login)  # type: ignore[method-assign]
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("webapp.api.urls")),

@@ -7,6 +7,7 @@ from django.contrib.auth.mixins import LoginRequiredMixin
 from django.contrib.auth.views import LoginView, LogoutView
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.decorators import method_decorator
 from django.views import View
 from knox.models import AuthToken
 from knox.settings import knox_settings
@@ -18,9 +19,14 @@ from webapp.accounts.secrets import (
     user_secret_set,
     user_secrets_status,
 )
+from webapp.api.throttles import throttle_posts
 
 
+@method_decorator(throttle_posts("login"), name="post")
 class EnvlabLoginView(LoginView):
+    """Sign-in posts share the token endpoint's per-address rate: each costs a password hash,
+    for an unknown username too."""
+
     template_name = "registration/login.html"
     redirect_authenticated_user = True
 

@@ -131,6 +131,9 @@ CHANNEL_LAYERS = {
     }
 }
 
+# How many reverse proxies of the operator's stand in front of the web server, each appending
+# the address it saw to X-Forwarded-For (0: none, the header is the client's own and ignored).
+ENVLAB_TRUSTED_PROXIES = int(os.environ.get("ENVLAB_TRUSTED_PROXIES", "0"))
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Hashed at rest, expiring (REST_KNOX below), revocable by their user.
@@ -138,6 +141,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Throttles key on the client's address (webapp.accounts.addresses): X-Forwarded-For only
+    # through the operator's own proxies, never as the client wrote it.
+    "NUM_PROXIES": ENVLAB_TRUSTED_PROXIES,
     "DEFAULT_THROTTLE_CLASSES": [
         "webapp.api.throttles.AnonRateThrottle",
         "webapp.api.throttles.UserRateThrottle",
@@ -181,7 +187,11 @@ REST_KNOX = {
 # (the login page, the admin and POST /api/auth/token/ alike).
 AXES_FAILURE_LIMIT = int(os.environ.get("ENVLAB_LOGIN_FAILURE_LIMIT", 5))
 AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("ENVLAB_LOGIN_COOLOFF_MINUTES", 15)))
+# Per (username, address): behind proxies the address is the client's (ENVLAB_TRUSTED_PROXIES),
+# so nobody's failures lock a username for everyone; spraying one password over many usernames
+# from one address meets the per-address "login" throttle on every login path instead.
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "webapp.accounts.addresses.client_address"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 # Throttle counters live in Redis so that every web process counts the same requests.
