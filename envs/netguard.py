@@ -7,7 +7,10 @@ allowed; loopback and private ranges only inside `ENVLAB_ALLOWED_ENV_NETWORKS`. 
 name the rule that applies and nothing about what answers at the address.
 
 A name may resolve differently when the request is made (DNS rebinding): the opener's
-connections resolve and check again, and connect only to an address they checked.
+connections, `probe_capacity`'s and every episode WebSocket's (envs/adapters/pinned_ws.py)
+resolve and check again, and connect only to an address they checked. Still not: the
+openreward SDK's aiohttp sessions check at their connector (envs/adapters/ors.py) and its
+pinger does not (security review K1); a Harbor client's HTTP calls go through httpx.
 Settings are read at call time, so tests and the worker see the current values.
 """
 

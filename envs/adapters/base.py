@@ -153,10 +153,14 @@ def _cap_messages(client: Any) -> Any:
     """openenv's client takes WebSocket messages of up to 100 MB; the lab takes
     ENVLAB_MAX_RESPONSE_BYTES (read when the client connects). It also follows up to ten
     redirects, which would let an allowed server send the worker on to an address the lab
-    refuses: websockets reads its redirect limit per connect, and one attempt follows none."""
+    refuses: websockets reads its redirect limit per connect, and one attempt follows none.
+    Its socket comes through the outbound rules (envs/adapters/pinned_ws.py)."""
     import websockets.asyncio.client
 
+    from envs.adapters import pinned_ws
+
     websockets.asyncio.client.MAX_REDIRECTS = 1
+    pinned_ws.install()  # and connects only to an address the outbound rules allow
     target = getattr(client, "async_client", client)
     if hasattr(target, "_max_message_size"):
         target._max_message_size = _limit("ENVLAB_MAX_RESPONSE_BYTES", DEFAULT_MAX_MESSAGE_BYTES)

@@ -69,6 +69,9 @@ class HarborSession(ResourceSession):
         if self.result is None:
             from openenv.harbor.client import HarborEnv
 
+            from envs.adapters import pinned_ws
+
+            pinned_ws.install()  # its MCP WebSocket connects only where the outbound rules allow
             factory = self.factory
             self._client = HarborEnv(factory.base_url, message_timeout_s=timeout_s or factory.message_timeout_s)
             self.result = self._client.run_rollout(
