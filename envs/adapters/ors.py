@@ -198,7 +198,7 @@ class OrsTarget:
             environment = apis[key].get(self.env_name, variant=self.env_name)
         # `get` opens the API's sessions: no answer on them is read past the lab's cap.
         cap_api_sessions(apis[key])
-        cap_pinger()
+        cap_pinger(_guarded_connector)
         return environment
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = SETUP_TIMEOUT_S) -> T:

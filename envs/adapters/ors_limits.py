@@ -113,8 +113,11 @@ def capped_response_class() -> type:
 
 def cap_session(session: Any) -> Any:
     """Give an aiohttp ClientSession the capped response class (aiohttp keeps it in
-    `_response_class`, read at every request)."""
+    `_response_class`, read at every request), and no proxy from the environment unless the
+    operator allows them (ENVLAB_TRUST_ENV_PROXIES): through a proxy the outbound rules would
+    check the proxy, not the server (security review K3)."""
     session._response_class = capped_response_class()
+    session._trust_env = bool(netguard._setting("ENVLAB_TRUST_ENV_PROXIES", False))
     return session
 
 
@@ -124,17 +127,25 @@ def cap_api_sessions(api: Any) -> None:
         cap_session(session)
 
 
-def cap_pinger() -> None:
-    """The SDK's keep-alive pinger opens its own session; its error bodies are read whole too."""
+def cap_pinger(connector: Any) -> None:
+    """The SDK's keep-alive pinger opens its own session, on a plain connector, every 10 s to
+    the user's host (security review K1): it gets `connector()` (the guarded one, which checks
+    every address it connects to) and the caps above."""
+    import aiohttp
     from openreward.api._session import ping
 
     thread_class = ping._PingThread
     if getattr(thread_class, "_envlab_capped", False):
         return
-    make_client = thread_class._get_client
 
     async def get_client(self: Any) -> Any:
-        return cap_session(await make_client(self))
+        # The SDK's own _get_client, with the lab's connector (aiohttp 3.14; openreward 0.1.167).
+        if self._client is None or self._client.closed:
+            self._client = cap_session(
+                aiohttp.ClientSession(connector=connector(), timeout=aiohttp.ClientTimeout(total=30))
+            )
+            ping.set_retry_policy(self._client, "env-server")
+        return self._client
 
     thread_class._get_client = get_client
     thread_class._envlab_capped = True

@@ -135,3 +135,34 @@ def test_the_reviewers_reproduction_stays_under_the_cap_plus_a_margin() -> None:
     assert "ENVLAB_MAX_RESPONSE_BYTES" in refused, refused
     before, after, cap = (int(n) for n in numbers.split())
     assert after - before < cap + 64 * 1024 * 1024, (before, after, cap)
+
+
+def test_the_sdk_asks_the_server_itself_and_not_a_proxy_from_the_environment(monkeypatch) -> None:
+    """K3: `HTTP_PROXY` would route the SDK around the outbound rules (they check the proxy)."""
+    with flooding_server(404) as proxy, flooding_server(404) as server:
+        for name in ("NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", proxy["url"])
+        monkeypatch.setenv("http_proxy", proxy["url"])
+        with pytest.raises(Exception):  # noqa: B017 - a 404 flood: refused either way
+            ors_adapter_class(base_url=server["url"], env_name="echo")
+    assert (proxy["requests"], server["requests"] >= 1) == (0, True)
+
+
+def test_the_sdks_pinger_uses_the_guarded_connector() -> None:
+    """K1: the keep-alive pinger's session checks every address it connects to."""
+    from openreward.api._session.ping import _PingThread
+
+    from envs.adapters.ors import _guarded_connector
+    from envs.adapters.ors_limits import cap_pinger, capped_response_class
+
+    cap_pinger(_guarded_connector)
+
+    async def made() -> tuple:
+        client = await _PingThread()._get_client()
+        try:
+            return type(client.connector).__name__, client._response_class, client._trust_env
+        finally:
+            await client.close()
+
+    assert asyncio.run(made()) == ("GuardedConnector", capped_response_class(), False)

@@ -290,6 +290,9 @@ def env_list(name: str, default: str = "") -> list[str]:
 # unless listed here as CIDR networks; link-local and cloud metadata addresses always are.
 # Production allows nothing until configured; local settings allow loopback.
 ENVLAB_ALLOWED_ENV_NETWORKS = env_list("ENVLAB_ALLOWED_ENV_NETWORKS")
+# HTTP(S)_PROXY and the like are ignored by the lab's outbound clients (the openreward SDK's
+# sessions): through a proxy the outbound rules would check the proxy, not the server.
+ENVLAB_TRUST_ENV_PROXIES = os.environ.get("ENVLAB_TRUST_ENV_PROXIES", "0").strip().lower() in ("1", "true", "yes")
 # One overall deadline per probe (registration, re-check), and a cap on any body read.
 ENVLAB_PROBE_DEADLINE = float(os.environ.get("ENVLAB_PROBE_DEADLINE", 10.0))
 ENVLAB_MAX_RESPONSE_BYTES = int(os.environ.get("ENVLAB_MAX_RESPONSE_BYTES", 4 * 1024 * 1024))
