@@ -36,6 +36,7 @@ from webapp.catalog.bundled import (
     process_is_ours,
 )
 from webapp.catalog.models import BundledServer, Environment
+from webapp.catalog.services import environment_register
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -201,6 +202,32 @@ def test_register_creates_a_healthy_entry_then_refreshes_it_in_place() -> None:
     )
     assert refreshed.metadata["bundled"] == "echo"
     assert Environment.objects.get().shared is True
+
+
+def test_a_user_who_took_the_name_first_does_not_own_the_shared_entry() -> None:
+    """Security review N5: a user's own `echo`, registered before the operator started the
+    server, stays theirs and private; the bundled entry every user trains on is another one."""
+    from webapp.catalog.services import environment_set_shared
+    from webapp.runs.demo import demo_environment
+
+    squatter = User.objects.create_user("squatter", password="pw-squatter-1")
+    operator = User.objects.create_user("operator", password="pw-operator-1")
+    outsider = User.objects.create_user("outsider", password="pw-outsider-1")
+    server = bundled_start(key="echo", capacity=2)
+    own = environment_register(owner=squatter, name="echo", base_url=server.url, capacity=2)
+    environment_set_shared(environment=own, shared=True)  # offered to everyone, pointed anywhere
+
+    (bundled_entry,) = bundled_register(key="echo", owner=operator)
+
+    assert (bundled_entry.name, bundled_entry.owner, bundled_entry.shared) == ("echo-bundled", operator, True)
+    assert bundled_entry.metadata["bundled"] == "echo"
+    own.refresh_from_db()
+    assert (own.name, own.owner, "bundled" in own.metadata) == ("echo", squatter, False)
+    # The demo run trains on the bundled entry, not on whatever another user named echo.
+    assert demo_environment(user=outsider) == bundled_entry
+    assert demo_environment(user=squatter) == bundled_entry
+    (again,) = bundled_register(key="echo", owner=None)  # a refresh keeps to the same entry
+    assert again.pk == bundled_entry.pk and Environment.objects.count() == 2
 
 
 def test_register_refuses_a_server_that_is_not_running() -> None:

@@ -447,8 +447,9 @@ def bundled_register(*, key: str, owner: AbstractBaseUser | None) -> list[Enviro
     """Register (or refresh) the catalog entries of a running bundled server.
 
     An OpenEnv server is one entry named `key`; the ORS server one entry per hosted
-    environment, named `ors-<env>`. An existing entry of that name gets the server's URL
-    and capacity and is re-probed. Raises BundledError (server not running or not an
+    environment, named `ors-<env>`. The bundled entry of that name gets the server's URL
+    and capacity and is re-probed; where someone's own entry has the name, the bundled one is
+    `<name>-bundled` (theirs stays theirs, and never becomes the shared entry). Raises BundledError (server not running or not an
     environment server) or EnvironmentRejected (registration refused).
     """
     spec = bundled_spec(key)
@@ -486,6 +487,17 @@ def _register_one(
 ) -> Environment:
     marks: dict[str, object] = {"bundled": spec.key, **({"ors_env": ors_env} if ors_env else {})}
     existing = Environment.objects.filter(name=name).first()
+    if existing is not None and (existing.metadata or {}).get("bundled") != spec.key:
+        # Someone's own entry of that name (registered before the server started): it stays
+        # theirs and apart. Taking it over would make them the owner of the entry every user
+        # sees and trains on, free to un-share it from everyone (security review N5).
+        name = f"{name}-bundled"
+        existing = Environment.objects.filter(name=name).first()
+        if existing is not None and (existing.metadata or {}).get("bundled") != spec.key:
+            raise BundledError(
+                f"the names '{name.removesuffix('-bundled')}' and '{name}' are taken by entries that are "
+                "not this bundled server: rename one of them, then start it again"
+            )
     if existing is None:
         environment = environment_register(
             owner=owner,

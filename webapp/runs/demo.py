@@ -49,8 +49,11 @@ def demo_config(environment_id: int, *, model: str = DEMO_MODEL) -> dict[str, An
 
 
 def demo_environment(*, user: AbstractBaseUser) -> Environment | None:
-    """The environment named `echo` that `user` may use, if any."""
-    return environments_visible_to(user=user).filter(name=DEMO_ENVIRONMENT).first()
+    """The bundled echo server's entry that `user` may use, else an entry named `echo` of their
+    own: never another user's entry of that name, which its owner could point anywhere."""
+    visible = environments_visible_to(user=user)
+    bundled = visible.filter(metadata__bundled=DEMO_ENVIRONMENT).order_by("pk").first()
+    return bundled or visible.filter(name=DEMO_ENVIRONMENT, owner=user).first()
 
 
 def run_launch_demo(*, owner: AbstractBaseUser) -> Run:
