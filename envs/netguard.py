@@ -43,6 +43,10 @@ _NEVER: tuple[tuple[IPNetwork, str], ...] = (
     ),
     (ipaddress.ip_network("fe80::/10"), "addresses in fe80::/10 (link-local) are never allowed"),
     (ipaddress.ip_network("fd00:ec2::254/128"), "fd00:ec2::254 (cloud metadata) is never allowed"),
+    # Inside ranges an operator may allow (100.64.0.0/10 for Tailscale, fc00::/7): Alibaba
+    # Cloud's and GCP's IPv6 metadata servers.
+    (ipaddress.ip_network("100.100.100.200/32"), "100.100.100.200 (cloud metadata) is never allowed"),
+    (ipaddress.ip_network("fd20:ce::254/128"), "fd20:ce::254 (cloud metadata) is never allowed"),
     (ipaddress.ip_network("0.0.0.0/8"), "unspecified addresses (0.0.0.0/8, ::) are never allowed"),
 )
 _SPECIAL_RULE = "unspecified, multicast and reserved addresses are never allowed"

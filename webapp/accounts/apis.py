@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from django.contrib.auth import authenticate
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from knox import views as knox_views
 from knox.models import AuthToken
 from knox.settings import knox_settings
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -70,6 +71,13 @@ class TokenCreateApi(APIView):
         user = authenticate(request._request, **data.validated_data)
         if user is None or not user.is_active:
             raise ValidationError({"non_field_errors": ["Unable to log in with provided credentials."]})
+        limit = knox_settings.TOKEN_LIMIT_PER_USER
+        if limit is not None and AuthToken.objects.filter(user=user, expiry__gt=timezone.now()).count() >= limit:
+            # Knox checks its limit in its own LoginView only (security review N7).
+            raise PermissionDenied(
+                f"you have {limit} API tokens, the most one account may hold: revoke one on the account "
+                "page (or DELETE /api/auth/tokens/<key>/) first"
+            )
         instance, token = AuthToken.objects.create(user=user, expiry=knox_settings.TOKEN_TTL)
         return Response(TokenOut({"token": token, "expiry": instance.expiry}).data)
 

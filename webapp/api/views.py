@@ -10,13 +10,13 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import PermissionDenied, ValidationError
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.accounts.run_layout import RunLayoutRejected, run_layout_for, run_layout_save
 from webapp.api.params import MEDIA_TYPES, StreamedExportApi, int_param
+from webapp.api.parsers import EnvlabJSONParser as JSONParser
 from webapp.api.serializers import (
     EnvironmentChangeIn,
     EnvironmentIn,
@@ -367,7 +367,7 @@ class WorkerListApi(APIView):
 # Imported here, not at the top: this section is appended by its own change.
 import json  # noqa: E402
 
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser  # noqa: E402
+from rest_framework.parsers import FormParser, MultiPartParser  # noqa: E402
 
 from webapp.api.serializers import (  # noqa: E402
     CatalogEntryRegisterIn,

@@ -144,6 +144,11 @@ REST_FRAMEWORK = {
     # Throttles key on the client's address (webapp.accounts.addresses): X-Forwarded-For only
     # through the operator's own proxies, never as the client wrote it.
     "NUM_PROXIES": ENVLAB_TRUSTED_PROXIES,
+    "DEFAULT_PARSER_CLASSES": [
+        "webapp.api.parsers.EnvlabJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_THROTTLE_CLASSES": [
         "webapp.api.throttles.AnonRateThrottle",
         "webapp.api.throttles.UserRateThrottle",
