@@ -46,3 +46,15 @@ def test_the_token_limit_per_user_is_kept(owner, settings) -> None:
     refused = client.post("/api/auth/token/", {"username": "owner", "password": "owner-pw"}, format="json")
     assert "the most one account may hold" in refused.json()["detail"]
     assert AuthToken.objects.filter(user=owner).count() == 3
+
+
+def test_a_password_change_revokes_the_users_tokens(owner, outsider) -> None:
+    for user in (owner, outsider):
+        AuthToken.objects.create(user=user)
+    owner.first_name = "Own"
+    owner.save()  # not a password change: the tokens stay
+    assert AuthToken.objects.filter(user=owner).count() == 1
+    owner.set_password("a-new-password-1")
+    owner.save()
+    assert AuthToken.objects.filter(user=owner).count() == 0
+    assert AuthToken.objects.filter(user=outsider).count() == 1  # nobody else's

@@ -58,3 +58,12 @@ def demo_user_ensure(*, username: str, password: str | None = None) -> tuple[Abs
         return user, chosen
     path.unlink(missing_ok=True)  # stale: the user changed the password since
     return user, None
+
+
+def user_tokens_revoke(*, user: AbstractBaseUser) -> int:
+    """Delete every API token of `user` (their password changed: a token made with the old
+    one must not outlive it, security review N7). Returns how many there were."""
+    from knox.models import AuthToken
+
+    deleted, _ = AuthToken.objects.filter(user=user).delete()
+    return int(deleted)
