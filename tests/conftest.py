@@ -102,6 +102,16 @@ def api(owner):
 
 
 @pytest.fixture
+def built_model(settings, tmp_path):
+    """`demo:echo` in a models folder of the test's own: a folder that looks like a saved model
+    (config.json), which is all a launch checks."""
+    settings.MODELS_DIR = tmp_path
+    (tmp_path / "echo").mkdir()
+    (tmp_path / "echo" / "config.json").write_text("{}")
+    return "demo:echo"
+
+
+@pytest.fixture
 def outsider_api(outsider):
     return _token_client(outsider)
 

@@ -24,14 +24,6 @@ def slow_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture
-def built_model(settings, tmp_path):
-    """A folder that looks like a saved model (config.json): the check is for presence."""
-    settings.MODELS_DIR = tmp_path
-    (tmp_path / "echo").mkdir()
-    (tmp_path / "echo" / "config.json").write_text("{}")
-    return "demo:echo"
-
 
 def _config(env_id: int) -> dict:
     return {

@@ -30,13 +30,6 @@ def echo_env(echo_url, owner):
     )
 
 
-@pytest.fixture
-def built_model(settings, tmp_path):
-    settings.MODELS_DIR = tmp_path
-    (tmp_path / "echo").mkdir()
-    (tmp_path / "echo" / "config.json").write_text("{}")
-    return "demo:echo"
-
 
 @pytest.fixture
 def broker(settings):

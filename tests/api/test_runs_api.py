@@ -20,14 +20,6 @@ def echo_env(echo_url, owner):
     )
 
 
-@pytest.fixture
-def built_model(settings, tmp_path):
-    """A folder that looks like a saved model (config.json): the check is for presence."""
-    settings.MODELS_DIR = tmp_path
-    (tmp_path / "echo").mkdir()
-    (tmp_path / "echo" / "config.json").write_text("{}")
-    return "demo:echo"
-
 
 def config(env_id: int, **grpo):
     return {

@@ -39,13 +39,6 @@ def single_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture
-def built_model(settings, tmp_path):
-    settings.MODELS_DIR = tmp_path
-    (tmp_path / "echo").mkdir()
-    (tmp_path / "echo" / "config.json").write_text("{}")
-    return "demo:echo"
-
 
 def _config(env_id: int) -> dict:
     # The smallest batch GRPO allows: two generations of one prompt.

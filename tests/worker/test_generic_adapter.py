@@ -67,19 +67,6 @@ def mcpdemo_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture
-def opened() -> Iterator[Callable[[type[OpenEnvAdapter]], Any]]:
-    """Instantiate adapters and close their sessions when the test ends."""
-    adapters: list[OpenEnvAdapter] = []
-
-    def make(cls: type[OpenEnvAdapter]) -> Any:
-        adapters.append(cls())
-        return adapters[-1]
-
-    yield make
-    for adapter in adapters:
-        adapter._close()
-
 
 def trl_tools(adapter: Any) -> dict[str, Callable[..., Any]]:
     """The tools GRPOTrainer takes from an environment instance (trl 1.16's own rule)."""

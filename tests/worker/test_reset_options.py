@@ -25,18 +25,6 @@ def quiz(request: pytest.FixtureRequest) -> Iterator[tuple[str, type[OpenEnvAdap
         yield request.param, adapter_class_for_server(base_url=url, env_name="quiz")
 
 
-@pytest.fixture
-def opened() -> Iterator[Callable[[type[OpenEnvAdapter]], Any]]:
-    adapters: list[OpenEnvAdapter] = []
-
-    def make(cls: type[OpenEnvAdapter]) -> Any:
-        adapters.append(cls())
-        return adapters[-1]
-
-    yield make
-    for adapter in adapters:
-        adapter._close()
-
 
 def _play(adapter: Any, style: str) -> None:
     for _ in range(2):

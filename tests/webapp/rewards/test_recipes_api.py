@@ -175,13 +175,6 @@ def wordle_env(echo_url, owner):
     )
 
 
-@pytest.fixture
-def built_model(settings, tmp_path):
-    settings.MODELS_DIR = tmp_path
-    (tmp_path / "echo").mkdir()
-    (tmp_path / "echo" / "config.json").write_text("{}")
-    return "demo:echo"
-
 
 def run_config(env_id: int, rewards) -> dict:
     return {
