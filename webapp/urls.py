@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from webapp.api.throttles import throttle_posts
+from webapp.core.throttles import throttle_posts
 
 # The admin's sign-in costs a password hash per post like the others: the same per-address rate.
 admin.site.login = throttle_posts("login")(admin.site.login)  # type: ignore[method-assign]
@@ -9,6 +9,7 @@ admin.site.login = throttle_posts("login")(admin.site.login)  # type: ignore[met
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("webapp.api.urls")),
+    path("", include("webapp.core.urls")),
     path("", include("webapp.accounts.urls")),
     path("", include("webapp.catalog.urls")),
     path("", include("webapp.catalog.console_urls")),

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from webapp.core.textcheck import MESSAGE, nul_path
 from webapp.evaluations.models import Evaluation
 from webapp.jobs.models import Job
 from webapp.rewards.models import RewardRecipe
 from webapp.runs.models import Run
-from webapp.textcheck import MESSAGE, nul_path
 
 pytestmark = pytest.mark.django_db
 

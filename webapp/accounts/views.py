@@ -19,7 +19,7 @@ from webapp.accounts.secrets import (
     user_secret_set,
     user_secrets_status,
 )
-from webapp.api.throttles import throttle_posts
+from webapp.core.throttles import throttle_posts
 
 
 @method_decorator(throttle_posts("login"), name="post")

@@ -15,8 +15,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.accounts.run_layout import RunLayoutRejected, run_layout_for, run_layout_save
-from webapp.api.params import MEDIA_TYPES, StreamedExportApi, int_param
-from webapp.api.parsers import EnvlabJSONParser as JSONParser
 from webapp.api.serializers import (
     EnvironmentChangeIn,
     EnvironmentIn,
@@ -30,7 +28,6 @@ from webapp.api.serializers import (
     RunToolTableOut,
     WorkerOut,
 )
-from webapp.api.throttles import WriteThrottled
 from webapp.catalog.models import Environment
 from webapp.catalog.selectors import (
     environment_for,
@@ -43,6 +40,11 @@ from webapp.catalog.services import (
     environment_set_shared,
     environments_register,
 )
+from webapp.core.export import FORMATS as EXPORT_FORMATS
+from webapp.core.export import MEDIA_TYPES, StreamedExportApi
+from webapp.core.params import int_param
+from webapp.core.parsers import EnvlabJSONParser as JSONParser
+from webapp.core.throttles import WriteThrottled
 from webapp.runs.compare import (
     CompareError,
     compare_keys,
@@ -52,7 +54,6 @@ from webapp.runs.compare import (
 )
 from webapp.runs.config import RunConfig
 from webapp.runs.demo import run_launch_demo
-from webapp.runs.export import FORMATS as EXPORT_FORMATS
 from webapp.runs.export import rollouts_jsonl, rollouts_parquet
 from webapp.runs.models import Run, WorkerHeartbeat
 from webapp.runs.selectors import (

@@ -40,6 +40,7 @@ from webapp.catalog.probe import (
     probe_environments,
 )
 from webapp.catalog.selectors import RUN_CONTAINER, environment_active_runs
+from webapp.core.errors import InvalidInput
 
 ORS_CATALOG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}/[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._/-]{0,199}(:[A-Za-z0-9._-]{1,128})?(@sha256:[0-9a-f]{64})?$")
@@ -65,12 +66,8 @@ def _measured_metadata(metadata: dict[str, Any], measured: CapacityResult) -> di
 MEASURABLE_KINDS = (Environment.Kind.OPENENV, Environment.Kind.HARBOR)
 
 
-class EnvironmentRejected(Exception):
+class EnvironmentRejected(InvalidInput):
     """Registration was refused; `errors` maps field names to messages."""
-
-    def __init__(self, errors: dict[str, list[str]]) -> None:
-        super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
-        self.errors = errors
 
 
 def _has_openreward_key(owner: AbstractBaseUser | None) -> bool:

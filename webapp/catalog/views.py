@@ -25,7 +25,6 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from envs.adapters import episode_reward_rule
-from webapp.api.throttles import throttle_posts
 from webapp.catalog.bundled import (
     BUNDLED,
     BundledError,
@@ -54,6 +53,7 @@ from webapp.catalog.services import (
     environment_set_shared,
     environments_register,
 )
+from webapp.core.throttles import throttle_posts
 
 
 def _visible_environment(request: HttpRequest, pk: int) -> Environment:

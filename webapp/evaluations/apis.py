@@ -15,8 +15,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.api.params import MEDIA_TYPES, StreamedExportApi, int_param
-from webapp.api.throttles import WriteThrottled
+from webapp.core.export import FORMATS as EXPORT_FORMATS
+from webapp.core.export import MEDIA_TYPES, StreamedExportApi
+from webapp.core.params import int_param
+from webapp.core.throttles import WriteThrottled
 from webapp.evaluations.config import EvaluationRequest
 from webapp.evaluations.export import episodes_jsonl, episodes_parquet
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
@@ -35,7 +37,6 @@ from webapp.evaluations.services import (
     evaluation_mark_stale_failed,
     evaluation_request_cancel,
 )
-from webapp.runs.export import FORMATS as EXPORT_FORMATS
 from webapp.runs.selectors import runs_visible_to
 
 MAX_PAGE_SIZE = 100

@@ -14,6 +14,7 @@ from pydantic import (
     model_validator,
 )
 
+from webapp.core.textcheck import nul_errors
 from webapp.runs.config import (
     MODEL_DEMO_RE,
     MODEL_HUB_RE,
@@ -25,7 +26,6 @@ from webapp.runs.config import (
     RunConfigError,
     RunEnvironment,
 )
-from webapp.textcheck import nul_errors
 
 MAX_EPISODES = 200
 MAX_MODELS = 24

@@ -19,10 +19,10 @@ from django.db.models import F
 from django.utils import timezone
 
 from envs.registry import recorded_adapter
-from webapp import leases
 from webapp.catalog.models import Environment
 from webapp.catalog.probe import ProbeError, probe_environment
 from webapp.catalog.selectors import environments_visible_to
+from webapp.core import leases
 from webapp.evaluations.config import (
     DEFAULT_PROMPTS,
     MAX_MODELS,

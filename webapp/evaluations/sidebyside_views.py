@@ -11,8 +11,8 @@ from django.shortcuts import redirect, render
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods
 
-from webapp.api.throttles import throttle_posts
 from webapp.catalog.selectors import environments_visible_to
+from webapp.core.throttles import throttle_posts
 from webapp.evaluations.services import evaluation_mark_stale_failed
 from webapp.evaluations.sidebyside import (
     MAX_COLUMNS,

@@ -14,8 +14,9 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 
-from webapp.api.throttles import throttle_posts
 from webapp.catalog.selectors import environments_visible_to
+from webapp.core.plotly import plotly_url
+from webapp.core.throttles import throttle_posts
 from webapp.evaluations.apis import results_csv, visible_evaluation
 from webapp.evaluations.config import MAX_EPISODES
 from webapp.evaluations.models import EvaluationEpisode
@@ -127,7 +128,6 @@ def evaluation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     series = evaluation_checkpoint_series(evaluation=evaluation)
     paginator = Paginator(evaluation_episodes(evaluation=evaluation), EPISODES_PER_PAGE)
     page = paginator.get_page(request.GET.get("page"))
-    from webapp.runs.views import plotly_version  # where the run pages' plotly URL is versioned
 
     return render(
         request,
@@ -161,7 +161,7 @@ def evaluation_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "side_by_side": _side_by_side_links(evaluation),
             "can_change": evaluation_can_change(user=request.user, evaluation=evaluation),
             "api_url": reverse("api-evaluation", args=[evaluation.pk]),
-            "plotly_url": f"{reverse('plotly-js')}?{urlencode({'v': plotly_version()})}",
+            "plotly_url": plotly_url(),
         },
     )
 

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from webapp import leases
+from webapp.core import leases
 from webapp.jobs.models import Job
 
 log = logging.getLogger(__name__)

@@ -6,21 +6,19 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
-from django.utils.http import urlencode
 
+from webapp.core.plotly import plotly_url
 from webapp.jobs.selectors import job_out, jobs_visible_to
 from webapp.jobs.services import jobs_mark_stale_failed
 
 
 @login_required
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    from webapp.runs.views import plotly_version
-
     jobs_mark_stale_failed()
     job = get_object_or_404(jobs_visible_to(user=request.user), pk=pk)
     return render(request, "jobs/job_detail.html", {
         "job": job,
         "job_json": job_out(job),
         "api_url": reverse("api-job", args=[job.pk]),
-        "plotly_url": f"{reverse('plotly-js')}?{urlencode({'v': plotly_version()})}",
+        "plotly_url": plotly_url(),
     })

@@ -18,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.api.throttles import WriteThrottled
+from webapp.core.throttles import WriteThrottled
 from webapp.rewards.composer import (
     PreviewIn,
     composer_catalog,

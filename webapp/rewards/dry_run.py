@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from django.contrib.auth.models import AbstractBaseUser
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from webapp.core.textcheck import nul_errors
 from webapp.evaluations.config import DEFAULT_PROMPTS, parse_evaluation_request
 from webapp.evaluations.services import evaluation_check
 from webapp.jobs.models import Job
@@ -22,7 +23,6 @@ from webapp.rewards.models import RewardRecipe
 from webapp.rewards.selectors import recipe_version
 from webapp.rewards.terms import RewardTerm, terms_dump
 from webapp.runs.config import RunConfigError
-from webapp.textcheck import nul_errors
 
 KIND = "dry_run"
 MAX_GROUPS = 32

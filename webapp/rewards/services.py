@@ -12,13 +12,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from webapp.core.errors import InvalidInput
+from webapp.core.textcheck import nul_errors
 from webapp.rewards.models import RewardRecipe, RewardRecipeVersion
 from webapp.rewards.terms import MAX_TREE_TERMS, RewardTerm, TermFieldError, terms_dump, terms_error
-from webapp.runs.config import RunConfigError
-from webapp.textcheck import nul_errors
 
 
-class RecipeRejected(RunConfigError):
+class RecipeRejected(InvalidInput):
     """A recipe was refused; `errors` maps dotted field paths to messages (a 400 in the API,
     through the one exception handler, like a refused run config)."""
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.urls import reverse
-from django.utils.http import urlencode
 
+from webapp.core.plotly import plotly_url
 from webapp.runs.compare import (
     CompareError,
     compare_figure,
@@ -23,8 +22,6 @@ DEFAULT_KEY = "reward"
 
 @login_required
 def run_compare(request: HttpRequest) -> HttpResponse:
-    from webapp.runs.views import plotly_version
-
     context: dict = {"nav": "runs", "error": None}
     try:
         runs = compare_runs(visible=runs_visible_to(user=request.user), ids=request.GET.getlist("run"))
@@ -43,7 +40,7 @@ def run_compare(request: HttpRequest) -> HttpResponse:
         "key": key,
         "figure": compare_figure(runs, compare_series(runs, key=key), key=key),
         "diff": [{"key": item["key"], "values": [_shown(v) for v in item["values"]]} for item in diff],
-        "plotly_url": f"{reverse('plotly-js')}?{urlencode({'v': plotly_version()})}",
+        "plotly_url": plotly_url(),
     })
     return render(request, "runs/compare.html", context, status=200 if context["error"] is None else 400)
 

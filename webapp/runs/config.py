@@ -24,10 +24,11 @@ from pydantic import (
 )
 
 from envs.rows import RESERVED_RESET_KEYS
+from webapp.core.errors import InvalidInput
+from webapp.core.textcheck import nul_errors
 
 # The one registry of reward terms (webapp/rewards/terms.py); RewardTerm is re-exported here.
 from webapp.rewards.terms import RecipeRef, RewardTerm, TermFieldError, terms_error
-from webapp.textcheck import nul_errors
 
 MODEL_DEMO_RE = re.compile(r"^demo:[a-z0-9][a-z0-9-]{0,62}$")
 MODEL_HUB_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -521,12 +522,8 @@ class _FieldError(ValueError):
         self.message = message
 
 
-class RunConfigError(Exception):
+class RunConfigError(InvalidInput):
     """A run configuration was rejected; `errors` maps dotted field paths to messages."""
-
-    def __init__(self, errors: dict[str, list[str]]) -> None:
-        super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
-        self.errors = errors
 
 
 def _union_tag(parent: Any, part: Any) -> bool:

@@ -13,13 +13,15 @@ Parquet loads with `datasets.load_dataset("parquet", data_files=...)`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
+from webapp.core.export import FORMATS, rows_parquet, streamed
 from webapp.runs.models import Rollout, Run
 
+__all__ = ["FORMATS", "rows_parquet", "streamed"]  # used by the run and evaluation exports
+
 PAGE_ROWS = 500
-FORMATS = ("jsonl", "parquet")
 FIELDS = ("seq", "step", "env", "seed", "prompt_key", "prompt", "messages", "rewards", "reward", "advantage", "unscored")
 
 
@@ -150,39 +152,6 @@ def _schema(terms: list[str]) -> Any:
     return pa.schema(fields)
 
 
-class _Chunks:
-    """A write-only file for pyarrow that hands back what was written since the last take."""
-
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-        self.closed = False
-
-    def write(self, data: Any) -> int:
-        self.parts.append(bytes(data))
-        return len(data)
-
-    def flush(self) -> None:
-        pass
-
-    def take(self) -> bytes:
-        data, self.parts = b"".join(self.parts), []
-        return data
-
-
-def rows_parquet(schema: Any, rows: Iterable[list[dict[str, Any]]]) -> Iterator[bytes]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    sink = _Chunks()
-    with pq.ParquetWriter(pa.PythonFile(sink, mode="w"), schema) as writer:
-        for page in rows:
-            writer.write_table(pa.Table.from_pylist(page, schema=schema))
-            chunk = sink.take()
-            if chunk:
-                yield chunk
-    yield sink.take()
-
-
 def rollouts_parquet(run: Run) -> Iterator[bytes]:
     terms = term_names(run)
 
@@ -195,22 +164,3 @@ def rollouts_parquet(run: Run) -> Iterator[bytes]:
             yield rows
 
     return rows_parquet(_schema(terms), pages())
-
-
-def streamed(chunks: Iterator[bytes]) -> Any:
-    """`chunks` as an async iterator: under ASGI, Django would read a plain iterator whole
-    into memory before sending it. Each chunk (its database page) is made in Django's sync
-    thread."""
-    from asgiref.sync import sync_to_async
-
-    done = object()
-
-    async def stream() -> Any:
-        while True:
-            chunk = await sync_to_async(next, thread_sensitive=True)(chunks, done)
-            if chunk is done:
-                return
-            yield chunk
-
-    return stream()
-

@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.api.params import int_param
+from webapp.core.params import int_param
 from webapp.runs.models import Rollout, Run
 from webapp.runs.prompts import (
     DEFAULT_PROMPT_ORDER,

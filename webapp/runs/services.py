@@ -19,11 +19,12 @@ from django.utils import timezone
 
 from envs import capacity as limits
 from envs.netguard import OutboundRefused, check_outbound_url
-from webapp import leases
 from webapp.catalog.capacity import capacity_is_lower_bound, capacity_shown
 from webapp.catalog.models import Environment
 from webapp.catalog.probe import ProbeError, probe_environment
 from webapp.catalog.selectors import environments_visible_to
+from webapp.core import leases
+from webapp.core.errors import StateConflict
 from webapp.rewards.terms import RecipeRef
 from webapp.runs import metric_tiers
 from webapp.runs.checkpoints import ModelRefError, model_label, model_pinned, model_resolve
@@ -45,7 +46,7 @@ LAUNCH_WARNING = "launch_warning"
 WARMUP_METRIC_PREFIX = "sft/"
 
 
-class RunStateError(Exception):
+class RunStateError(StateConflict):
     """The run is not in a state that allows this action."""
 
 

@@ -23,5 +23,4 @@ urlpatterns = [
         "replay/runs/<int:pk>/<int:seq>/", replay_views.rollout_replay_view, name="rollout-replay"
     ),
     path("workers/", worker_views.worker_list, name="worker-list"),
-    path("vendor/plotly.min.js", views.plotly_js, name="plotly-js"),
 ]

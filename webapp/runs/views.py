@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import gzip
 import json
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from django.contrib import messages
@@ -15,14 +12,13 @@ from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.cache import patch_vary_headers
-from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 
 from webapp.accounts.run_layout import MAX_METRIC_CHARTS, MAX_SMOOTHING, run_layout_for
-from webapp.api.throttles import throttle_posts
 from webapp.catalog.models import Environment
 from webapp.catalog.selectors import environments_visible_to
+from webapp.core.plotly import plotly_url
+from webapp.core.throttles import throttle_posts
 from webapp.evaluations.selectors import evaluations_visible_to
 from webapp.rewards.selectors import recipes_visible_to
 from webapp.runs.charts import run_chart_page, run_charts
@@ -307,7 +303,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "can_change": run_can_change(user=request.user, run=run),
             "can_cancel": run.status in Run.ACTIVE and not run.cancel_requested,
             "can_resume": run.status in Run.RESUMABLE,
-            "plotly_url": f"{reverse('plotly-js')}?{urlencode({'v': plotly_version()})}",
+            "plotly_url": plotly_url(),
         },
     )
 
@@ -374,39 +370,3 @@ def run_resume_view(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.success(request, "Resume queued.")
     return redirect("run-detail", pk=run.pk)
-
-
-# --- plotly.js from the installed plotly package (no CDN) ----------------------------------
-
-
-@lru_cache(maxsize=1)
-def _plotly_bundle() -> tuple[str, bytes, bytes]:
-    import plotly
-
-    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    raw = path.read_bytes()
-    return plotly.__version__, raw, gzip.compress(raw, compresslevel=6, mtime=0)
-
-
-def plotly_version() -> str:
-    import plotly
-
-    return str(plotly.__version__)
-
-
-def plotly_js(request: HttpRequest) -> HttpResponse:
-    """4.8 MB served once per version: the page asks for `?v=<plotly version>`, so a year of
-    caching is safe; gzip (compressed once per process) cuts the transfer to about a third."""
-    version, raw, compressed = _plotly_bundle()
-    etag = f'"plotly-{version}"'
-    if etag in request.headers.get("If-None-Match", ""):
-        response = HttpResponse(status=304)
-    elif "gzip" in request.headers.get("Accept-Encoding", ""):
-        response = HttpResponse(compressed, content_type="application/javascript; charset=utf-8")
-        response["Content-Encoding"] = "gzip"
-    else:
-        response = HttpResponse(raw, content_type="application/javascript; charset=utf-8")
-    response["ETag"] = etag
-    response["Cache-Control"] = "public, max-age=31536000, immutable"
-    patch_vary_headers(response, ["Accept-Encoding"])
-    return response

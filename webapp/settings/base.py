@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "knox",
     "axes",
     "drf_spectacular",
+    "webapp.core",
     "webapp.accounts",
     "webapp.catalog",
     "webapp.runs",
@@ -145,14 +146,14 @@ REST_FRAMEWORK = {
     # through the operator's own proxies, never as the client wrote it.
     "NUM_PROXIES": ENVLAB_TRUSTED_PROXIES,
     "DEFAULT_PARSER_CLASSES": [
-        "webapp.api.parsers.EnvlabJSONParser",
+        "webapp.core.parsers.EnvlabJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_THROTTLE_CLASSES": [
-        "webapp.api.throttles.AnonRateThrottle",
-        "webapp.api.throttles.UserRateThrottle",
-        "webapp.api.throttles.ScopedRateThrottle",
+        "webapp.core.throttles.AnonRateThrottle",
+        "webapp.core.throttles.UserRateThrottle",
+        "webapp.core.throttles.ScopedRateThrottle",
     ],
     # Scoped rates apply to the views that name a `throttle_scope`: each of those calls
     # does network work (probes, session storms) or starts work (runs).
@@ -166,7 +167,7 @@ REST_FRAMEWORK = {
         "capacity": os.environ.get("ENVLAB_THROTTLE_CAPACITY", "4/min"),
     },
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "webapp.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "webapp.core.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "envlab API",
@@ -210,7 +211,7 @@ CACHES = {
 }
 # Request bodies: the largest the API takes is a catalog snapshot of 5 MB, as a file or as a
 # JSON string (escaping grows it; the snapshot views refuse over 6 MB with their own message).
-# webapp.bodylimit refuses bodies over 7 MB before Django buffers them.
+# webapp.core.bodylimit refuses bodies over 7 MB before Django buffers them.
 ENVLAB_MAX_REQUEST_BYTES = int(os.environ.get("ENVLAB_MAX_REQUEST_BYTES", 7 * 1024 * 1024))
 DATA_UPLOAD_MAX_MEMORY_SIZE = ENVLAB_MAX_REQUEST_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = ENVLAB_MAX_REQUEST_BYTES

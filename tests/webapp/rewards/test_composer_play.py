@@ -16,9 +16,9 @@ import pytest
 from tests.api.test_run_limits import broker  # noqa: F401  (fixture)
 from tests.e2e.helpers import register_echo
 from webapp.catalog.models import Environment
+from webapp.core.textcheck import MESSAGE
 from webapp.evaluations.config import DEFAULT_PROMPTS
 from webapp.jobs.models import Job
-from webapp.textcheck import MESSAGE
 
 pytestmark = pytest.mark.django_db
 
@@ -179,6 +179,6 @@ def test_nul_characters_are_refused_before_the_job_is_written(api, echo_url):
     limited = [{"name": "w", "kind": "weighted_sum", "terms": [{"name": "r", "kind": "env_reward", "environments": ["e\x00"]}]}]
     terms = api.post(PREVIEW, {"terms": limited, "play": {"environment": env_id}}, format="json")
     assert (terms.status_code, terms.json()) == (
-        400, {"terms.0.terms.0.environments.0": [MESSAGE]},  # the recipe edge's check (webapp/textcheck.py)
+        400, {"terms.0.terms.0.environments.0": [MESSAGE]},  # the recipe edge's check (webapp/core/textcheck.py)
     )  # fmt: skip
     assert Job.objects.count() == 0
