@@ -15,6 +15,8 @@ urlpatterns = [
     path("", include("webapp.catalog.console_urls")),
     path("", include("webapp.runs.urls")),
     path("", include("webapp.evaluations.urls")),
+    path("", include("webapp.evaluations.arena.urls")),
     path("", include("webapp.jobs.urls")),
     path("", include("webapp.rewards.urls")),
+    path("", include("webapp.workbench.urls")),
 ]

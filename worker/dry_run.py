@@ -1,4 +1,4 @@
-"""A reward recipe's dry run (webapp/rewards/dry_run.py): K groups of G episodes, each group on
+"""A reward recipe's dry run (webapp/workbench/dry_run.py): K groups of G episodes, each group on
 one seeded row as GRPO's groups are, played through the adapter TRL would get, scored by the
 recipe's terms exactly as the compiled reward functions score them (webapp.rewards.scoring).
 
@@ -22,10 +22,10 @@ from webapp.catalog.credentials import ors_credentials
 from webapp.catalog.models import Environment
 from webapp.jobs.models import Job
 from webapp.jobs.services import job_heartbeat
-from webapp.rewards.dry_run import dry_run_report
 from webapp.rewards.scoring import episode_from_adapter, recipe_total
 from webapp.rewards.terms import RewardTerm, walk_terms
 from webapp.runs.config import RunEnvironment
+from webapp.workbench.dry_run import dry_run_report
 from worker.datasets import prompt_rows
 from worker.episodes import adapter_tools, play_episode, stated_iterations, tool_schemas
 from worker.jobs import LeaseLost
@@ -106,7 +106,7 @@ def job_setup(job: Job, rows: int) -> tuple[list[RewardTerm], list[str], Any, li
     """A recipe job's pieces (dry runs, learnability): the recipe's terms and every term's name,
     an adapter bound to the job's environment as TRL would get it, and `rows` rows of the
     job's prompt seeded by its seed. The adapter is bound under the job's run-local `name`
-    (webapp.rewards.dry_run.job_env_name), so terms limited to it apply and terms limited to
+    (webapp.workbench.dry_run.job_env_name), so terms limited to it apply and terms limited to
     other names score None; jobs queued before names were kept bind ENV_NAME."""
     params = job.params
     terms = [RewardTerm.model_validate(term) for term in params["terms"]]

@@ -1,4 +1,4 @@
-"""A recipe's learnability card (webapp/rewards/learnability.py): the SAME seeded rows played
+"""A recipe's learnability card (webapp/workbench/learnability.py): the SAME seeded rows played
 once by the environment's solver and once by the random valid policy, on the adapter TRL would
 get, each episode scored by the recipe as the dry run scores it (worker/dry_run.py)."""
 
@@ -9,7 +9,7 @@ from typing import Any
 from envs.solvers import RANDOM, SOLVER, policy_for
 from webapp.jobs.models import Job
 from webapp.jobs.services import job_heartbeat
-from webapp.rewards.learnability import learnability_report, recipe_bounds
+from webapp.workbench.learnability import learnability_report, recipe_bounds
 from worker.dry_run import ENV_NAME, _Beat, job_setup, play_scored
 from worker.episodes import stated_iterations, tool_schemas
 from worker.jobs import LeaseLost

@@ -1,8 +1,8 @@
-"""The reward composer's preview of a freshly played episode (webapp.rewards.composer
+"""The reward composer's preview of a freshly played episode (webapp.workbench.composer
 draft_play_create): ONE episode of the job's seeded row, played by the solver or the random
 policy through the adapter TRL would get (bound under the job's run-local name, as a dry run
 binds it: worker/dry_run.py job_setup), scored by the draft's terms with the very function
-the stored-rollout preview uses (webapp.rewards.composer.preview_scores).
+the stored-rollout preview uses (webapp.workbench.composer.preview_scores).
 
 The result: `{total, values, tree}` as the stored preview answers, plus the episode's
 transcript (`messages`, TRL's chat format), its `attributes` and a summary `episode`.
@@ -14,8 +14,8 @@ from typing import Any
 
 from webapp.jobs.models import Job
 from webapp.jobs.services import job_heartbeat
-from webapp.rewards.composer import preview_scores
 from webapp.rewards.scoring import episode_from_adapter
+from webapp.workbench.composer import preview_scores
 from worker.dry_run import _policy_factory, job_max_calls, job_setup
 from worker.episodes import play_episode
 from worker.jobs import LeaseLost

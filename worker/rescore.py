@@ -1,4 +1,4 @@
-"""A re-score job (webapp/rewards/rescore.py): a finished run's stored rollouts scored again by
+"""A re-score job (webapp/workbench/rescore.py): a finished run's stored rollouts scored again by
 another recipe's terms, their GRPO advantages computed again, old and new side by side.
 
 Reads the run's rollouts in keyset pages on (run, seq) -- only the columns the scores need,
@@ -13,9 +13,9 @@ from typing import Any
 
 from webapp.jobs.models import Job
 from webapp.jobs.services import job_heartbeat
-from webapp.rewards.rescore import Rescorer
 from webapp.rewards.terms import RewardTerm
 from webapp.runs.models import Rollout
+from webapp.workbench.rescore import Rescorer
 from worker.dry_run import _Beat
 from worker.jobs import LeaseLost
 

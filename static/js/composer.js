@@ -420,7 +420,7 @@
   }
 
   // One panel for both sources: a stored rollout's scores or a fresh episode's job result,
-  // each `{total, values, tree}` (webapp.rewards.composer.preview_scores).
+  // each `{total, values, tree}` (webapp.workbench.composer.preview_scores).
   function showPreview(result, source, summary, lost, messages) {
     lostEpisode = lost;
     byId("preview-summary").textContent = summary;

@@ -18,8 +18,8 @@ from envs.wordle.server import secret_for_seed
 from tests.e2e.helpers import wait_for
 from tests.envs.servers import run_env_server
 from tests.envs.wire import SERVER_ENV
+from webapp.evaluations.arena.sidebyside import ColumnRef, side_by_side
 from webapp.evaluations.models import EvaluationEpisode
-from webapp.evaluations.sidebyside import ColumnRef, side_by_side
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from webapp.runs.compare import config_diff
+from webapp.evaluations.arena.compare import config_diff
 from webapp.runs.models import MetricPoint, Run
 
 pytestmark = pytest.mark.django_db

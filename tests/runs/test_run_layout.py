@@ -1,4 +1,4 @@
-"""The per-user chart layout of run pages (webapp.accounts.run_layout), its API
+"""The per-user chart layout of run pages (webapp.runs.layout), its API
 (/api/account/run-layout/), the metric keys API and what the run page embeds for the
 metric picker."""
 
@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from webapp.accounts.models import RunChartLayout
-from webapp.accounts.run_layout import (
+from webapp.runs.layout import (
     MAX_LAYOUT_BYTES,
     MAX_METRIC_CHARTS,
     RunLayoutRejected,

@@ -9,9 +9,8 @@ from webapp.catalog.capacity import capacity_note
 from webapp.catalog.models import Environment
 from webapp.runs.checkpoints import run_checkpoints
 from webapp.runs.models import Rollout, Run, RunEvent, WorkerHeartbeat
-from webapp.runs.replay_views import rollout_replay_url
 from webapp.runs.routing import config_queue
-from webapp.runs.selectors import run_alerts, run_progress, run_status_display
+from webapp.runs.selectors import rollout_replay_url, run_alerts, run_progress, run_status_display
 from webapp.runs.services import LAUNCH_WARNING
 from webapp.runs.workers import run_waiting_reason, worker_facts
 

@@ -7,6 +7,7 @@ from webapp.jobs import apis as job_apis
 from webapp.rewards import apis as reward_apis
 from webapp.runs import apis as run_apis
 from webapp.runs import prompt_apis
+from webapp.workbench import apis as workbench_apis
 
 urlpatterns = [
     path("auth/token/", account_apis.TokenCreateApi.as_view(), name="api-token"),
@@ -42,19 +43,19 @@ urlpatterns = [
     path("runs/<int:pk>/events/", views.RunEventsApi.as_view(), name="api-run-events"),
     path("runs/<int:pk>/prompts/", prompt_apis.RunPromptListApi.as_view(), name="api-run-prompts"),
     path("runs/<int:pk>/prompts/<str:key>/", prompt_apis.RunPromptTimelineApi.as_view(), name="api-run-prompt"),
-    path("runs/<int:pk>/rescore/", reward_apis.RunRescoreApi.as_view(), name="api-run-rescore"),
+    path("runs/<int:pk>/rescore/", workbench_apis.RunRescoreApi.as_view(), name="api-run-rescore"),
     path("workers/", views.WorkerListApi.as_view(), name="api-workers"),
     path("reward-recipes/", reward_apis.RecipeListApi.as_view(), name="api-reward-recipes"),
     path("reward-recipes/<int:pk>/", reward_apis.RecipeDetailApi.as_view(), name="api-reward-recipe"),
-    path("reward-recipes/<int:pk>/dry-run/", reward_apis.RecipeDryRunApi.as_view(), name="api-reward-recipe-dry-run"),
+    path("reward-recipes/<int:pk>/dry-run/", workbench_apis.RecipeDryRunApi.as_view(), name="api-reward-recipe-dry-run"),
     path(
         "reward-recipes/<int:pk>/learnability/",
-        reward_apis.RecipeLearnabilityApi.as_view(),
+        workbench_apis.RecipeLearnabilityApi.as_view(),
         name="api-reward-recipe-learnability",
     ),
-    path("reward-recipes/kinds/", reward_apis.RecipeKindsApi.as_view(), name="api-reward-recipe-kinds"),
-    path("reward-recipes/validate/", reward_apis.RecipeValidateApi.as_view(), name="api-reward-recipe-validate"),
-    path("reward-recipes/preview/", reward_apis.RecipePreviewApi.as_view(), name="api-reward-recipe-preview"),
+    path("reward-recipes/kinds/", workbench_apis.RecipeKindsApi.as_view(), name="api-reward-recipe-kinds"),
+    path("reward-recipes/validate/", workbench_apis.RecipeValidateApi.as_view(), name="api-reward-recipe-validate"),
+    path("reward-recipes/preview/", workbench_apis.RecipePreviewApi.as_view(), name="api-reward-recipe-preview"),
     path("jobs/<int:pk>/", job_apis.JobDetailApi.as_view(), name="api-job"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
 ]

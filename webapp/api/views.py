@@ -14,7 +14,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.accounts.run_layout import RunLayoutRejected, run_layout_for, run_layout_save
 from webapp.api.serializers import (
     EnvironmentChangeIn,
     EnvironmentIn,
@@ -45,7 +44,7 @@ from webapp.core.export import MEDIA_TYPES, StreamedExportApi
 from webapp.core.params import int_param
 from webapp.core.parsers import EnvlabJSONParser as JSONParser
 from webapp.core.throttles import WriteThrottled
-from webapp.runs.compare import (
+from webapp.evaluations.arena.compare import (
     CompareError,
     compare_keys,
     compare_runs,
@@ -55,6 +54,7 @@ from webapp.runs.compare import (
 from webapp.runs.config import RunConfig
 from webapp.runs.demo import run_launch_demo
 from webapp.runs.export import rollouts_jsonl, rollouts_parquet
+from webapp.runs.layout import RunLayoutRejected, run_layout_for, run_layout_save
 from webapp.runs.models import Run, WorkerHeartbeat
 from webapp.runs.selectors import (
     RUN_CHANGE_REFUSAL,

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from webapp.catalog.probe import MAX_TOOLS, ProbeResult, clean_parameters
 from webapp.catalog.probe_http import ProbeError, ProbeSession
+from webapp.catalog.probe_result import MAX_TOOLS, ProbeResult, clean_parameters
 
 # openenv's Harbor server registers its Task API under this name (serving.build_app).
 HARBOR_ENV_NAME = "harbor_env"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -17,6 +17,7 @@ from django.conf import settings
 
 from envs import netguard
 from envs.registry import MARKER_PATH, AdapterSpec, bundled_match  # the one registry
+from webapp.catalog.harbor import harbor_probe
 from webapp.catalog.probe_http import (
     ProbeError,
     ProbeSession,
@@ -25,9 +26,8 @@ from webapp.catalog.probe_http import (
     normalise_base_url,
     probe_timeout,
 )
+from webapp.catalog.probe_result import MAX_TOOLS, ProbeResult, clean_parameters, clip_text
 
-MAX_TEXT = 2000
-MAX_TOOLS = 64
 _WS_MAX_MESSAGE = 64 * 1024
 
 
@@ -44,46 +44,8 @@ class PathMissing(ProbeError):
 OPENENV_SCHEMA_SINCE = "0.2.0"
 
 
-@dataclass
-class ProbeResult:
-    healthy: bool
-    kind: str = "openenv"
-    metadata: dict[str, Any] = field(default_factory=dict)
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    error: str = ""
-
-
-def _text(value: Any, limit: int = MAX_TEXT) -> str:
-    return str(value)[:limit] if value is not None else ""
-
-
-def clean_parameters(schema: Any) -> dict[str, Any]:
-    """A JSON-schema object of tool arguments, reduced to what the catalog shows."""
-    schema = schema if isinstance(schema, dict) else {}
-    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-    out: dict[str, Any] = {}
-    for key, prop in list(properties.items())[:50]:
-        if key == "metadata":
-            continue
-        prop = prop if isinstance(prop, dict) else {}
-        entry: dict[str, Any] = {
-            "type": _text(prop.get("type", "string"), 40) if not isinstance(prop.get("type"), list)
-            else [_text(t, 20) for t in prop["type"][:5]],
-            "description": _text(prop.get("description", "")),
-        }
-        if isinstance(prop.get("enum"), list):
-            entry["enum"] = [v for v in prop["enum"][:50] if isinstance(v, str | int | float | bool)]
-        out[_text(key, 100)] = entry
-    required = schema.get("required") if isinstance(schema.get("required"), list) else []
-    return {
-        "type": "object",
-        "properties": out,
-        "required": [_text(r, 100) for r in required if isinstance(r, str)][:50],
-    }
-
-
 def _tool(name: Any, description: Any, parameters: Any) -> dict[str, Any]:
-    return {"name": _text(name, 100), "description": _text(description), "parameters": clean_parameters(parameters)}
+    return {"name": clip_text(name, 100), "description": clip_text(description), "parameters": clean_parameters(parameters)}
 
 
 # --- OpenEnv -------------------------------------------------------------------------------
@@ -121,7 +83,7 @@ def _generated_tools(
                 base_url=base_url, env_name=name, schema=schema, description=metadata.get("description", "")
             )
     except (ValueError, TypeError) as exc:
-        raise ProbeError(f"the server's tools cannot be offered to a model: {_text(exc, 300)}") from None
+        raise ProbeError(f"the server's tools cannot be offered to a model: {clip_text(exc, 300)}") from None
     return [_tool(t["name"], t["description"], t["parameters"]) for t in describe_tools(cls)][:MAX_TOOLS]
 
 
@@ -182,7 +144,7 @@ def _openenv(probe: ProbeSession) -> ProbeResult:
     if not isinstance(metadata_raw, dict):
         raise ProbeError("/metadata is not a JSON object")
     metadata = {
-        key: _text(metadata_raw.get(key))
+        key: clip_text(metadata_raw.get(key))
         for key in ("name", "description", "version", "author")
         if metadata_raw.get(key) is not None
     }
@@ -224,7 +186,7 @@ def _ors_names(probe: ProbeSession) -> list[str]:
         ) from None
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         raise ProbeError("/list_environments did not return environment names: not an ORS server")
-    return [_text(n, 100) for n in names[:100]]
+    return [clip_text(n, 100) for n in names[:100]]
 
 
 def probe_ors(
@@ -252,11 +214,11 @@ def _ors(probe: ProbeSession, env_name: str, names: list[str]) -> ProbeResult:
             continue
         try:
             count = probe.json("POST", f"{prefix}/num_tasks", {"split": name})
-            splits[_text(name, 64)] = int(count["num_tasks"])
+            splits[clip_text(name, 64)] = int(count["num_tasks"])
         except (ProbeError, KeyError, TypeError, ValueError):
             if probe.expired:
                 raise ServerUnreadable(probe.base_url) from None
-            splits[_text(name, 64)] = None
+            splits[clip_text(name, 64)] = None
     tools = [
         _tool(t.get("name"), t.get("description"), t.get("input_schema"))
         for t in tools_raw[:MAX_TOOLS]
@@ -264,7 +226,7 @@ def _ors(probe: ProbeSession, env_name: str, names: list[str]) -> ProbeResult:
     ]
     return ProbeResult(
         healthy=True, kind="ors", tools=tools,
-        metadata={"name": _text(env_name, 100), "ors_env": _text(env_name, 100), "splits": splits,
+        metadata={"name": clip_text(env_name, 100), "ors_env": clip_text(env_name, 100), "splits": splits,
                   "environments": names},
     )
 
@@ -303,8 +265,6 @@ def _probe(
         raise ProbeError(f"kind '{kind}' cannot be probed over HTTP")
     with ProbeSession(base_url, timeout) as probe:
         if kind == "harbor":
-            from webapp.catalog.harbor import harbor_probe
-
             return [harbor_probe(probe)]
         if kind == "openenv":
             return [_openenv(probe)]
@@ -332,8 +292,6 @@ def _probe(
         # A Harbor server answers as an OpenEnv MCP server too; its `run_rollout` tool tells it
         # apart (registering it as OpenEnv would let GRPO runs call that tool as a model's tool).
         if detected.metadata.get("style") == "mcp" and any(t.get("name") == "run_rollout" for t in detected.tools):
-            from webapp.catalog.harbor import harbor_probe
-
             return [harbor_probe(probe)]
         return [detected]
 

@@ -21,7 +21,6 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from webapp.catalog.models import Environment
-from webapp.runs.models import Run
 
 VIEW_ALL = "catalog.view_environment"
 CHANGE_ALL = "catalog.change_environment"
@@ -83,7 +82,8 @@ BUNDLED_REFUSAL = (
 def environment_active_runs(*, environment: Environment) -> list[int]:
     """Ids of the queued or running runs that use `environment` (their sessions count)."""
     return list(
-        Run.objects.filter(environments=environment, status__in=Run.ACTIVE)
+        # Run.ACTIVE's values, through the reverse relation: catalog sits below runs.
+        environment.runs.filter(status__in=("queued", "running"))
         .order_by("pk")
         .values_list("pk", flat=True)
     )

@@ -211,17 +211,12 @@ def environment_detail(request: HttpRequest, pk: int) -> HttpResponse:
         else []
     )
     shown_apart = {"splits", "capacity_source", "capacity_stopped_by", "capacity_learned"}
-    from webapp.rewards.learnability import learnability_cards
-    from webapp.rewards.selectors import recipes_visible_to
 
     return render(
         request,
         "catalog/environment_detail.html",
         {
             "environment": environment,
-            # The learnability card (webapp/rewards/learnability.py): newest per recipe, and the form.
-            "learnability_cards": learnability_cards(user=request.user, environment_id=environment.pk),
-            "learnability_recipes": list(recipes_visible_to(user=request.user).order_by("name")[:200]),
             "can_control": environment_can_control(user=request.user, environment=environment),
             "tools": tools,
             "splits": splits,

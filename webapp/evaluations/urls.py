@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.evaluations import sidebyside_views, views
+from webapp.evaluations import views
 
 urlpatterns = [
     path("evaluations/", views.evaluation_list, name="evaluation-list"),
@@ -11,8 +11,6 @@ urlpatterns = [
         views.evaluation_episode_replay,
         name="evaluation-episode-replay",
     ),
-    path("arena/", sidebyside_views.arena, name="arena"),
-    path("arena/side-by-side/", sidebyside_views.side_by_side_view, name="arena-side-by-side"),
     path(
         "runs/<int:pk>/evaluate-checkpoints/",
         views.run_evaluate_checkpoints,

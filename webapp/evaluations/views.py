@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django.contrib import messages
@@ -18,7 +17,9 @@ from webapp.catalog.selectors import environments_visible_to
 from webapp.core.plotly import plotly_url
 from webapp.core.throttles import throttle_posts
 from webapp.evaluations.apis import results_csv, visible_evaluation
+from webapp.evaluations.arena.replay import evaluation_replay, replay_page
 from webapp.evaluations.config import MAX_EPISODES
+from webapp.evaluations.forms import errors_as_lines, int_field, model_line
 from webapp.evaluations.models import EvaluationEpisode
 from webapp.evaluations.selectors import (
     checkpoint_figure,
@@ -36,27 +37,10 @@ from webapp.evaluations.services import (
     evaluation_mark_stale_failed,
 )
 from webapp.runs.config import RunConfigError
-from webapp.runs.replay_views import evaluation_replay, replay_page
 from webapp.runs.selectors import runs_visible_to
 
 # "run:<id>@<step|last>" on a line of the form: the notation Run.model shows a checkpoint in.
-_CHECKPOINT_LINE = re.compile(r"^run:([0-9]{1,12})(?:@([0-9]{1,9}|last))?$")
 EPISODES_PER_PAGE = 10
-
-
-def model_line(line: str) -> str | dict[str, Any]:
-    match = _CHECKPOINT_LINE.fullmatch(line)
-    if match is None:
-        return line
-    step = match.group(2) or "last"
-    return {"run": int(match.group(1)), "checkpoint": step if step == "last" else int(step)}
-
-
-def _int_field(raw: str, default: int) -> Any:
-    raw = raw.strip()
-    if not raw:
-        return default
-    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 12 else raw
 
 
 def _cell(value: Any) -> dict[str, str]:
@@ -66,12 +50,6 @@ def _cell(value: Any) -> dict[str, str]:
     if isinstance(value, float):
         return {"raw": repr(value), "shown": f"{value:.4g}"}
     return {"raw": str(value), "shown": str(value)}
-
-
-def _errors_as_lines(exc: RunConfigError) -> list[str]:
-    return [
-        f"{key}: {message}" for key, key_messages in exc.errors.items() for message in key_messages
-    ]
 
 
 @login_required
@@ -87,19 +65,19 @@ def evaluation_list(request: HttpRequest) -> HttpResponse:
             for k in ("environment", "models", "episodes", "seed", "prompt")
         }
         data: dict[str, Any] = {
-            "environment": _int_field(posted["environment"], 0),
+            "environment": int_field(posted["environment"], 0),
             "models": [
                 model_line(line.strip()) for line in posted["models"].splitlines() if line.strip()
             ],
-            "episodes": _int_field(posted["episodes"], 10),
-            "seed": _int_field(posted["seed"], 0),
+            "episodes": int_field(posted["episodes"], 10),
+            "seed": int_field(posted["seed"], 0),
         }
         if posted["prompt"].strip():
             data["prompt"] = posted["prompt"]
         try:
             evaluation = evaluation_create(owner=request.user, data=data)
         except RunConfigError as exc:
-            errors = _errors_as_lines(exc)
+            errors = errors_as_lines(exc)
         else:
             messages.success(request, f"Evaluation #{evaluation.pk} queued.")
             return redirect("evaluation-detail", pk=evaluation.pk)
@@ -171,7 +149,7 @@ SIDE_BY_SIDE_LINKS = 50
 
 def _side_by_side_links(evaluation: Any) -> list[dict[str, Any]]:
     """Per episode index, the side by side of its models (the first four when more)."""
-    from webapp.evaluations.sidebyside import MAX_COLUMNS, MIN_COLUMNS
+    from webapp.evaluations.arena.sidebyside import MAX_COLUMNS, MIN_COLUMNS
 
     count = len(evaluation.model_specs)
     if count < MIN_COLUMNS:
@@ -216,7 +194,7 @@ def run_evaluate_checkpoints(request: HttpRequest, pk: int) -> HttpResponse:
             seed=_checked_int(request.POST.get("seed", ""), 0, 0, 2**31 - 1),
         )
     except RunConfigError as exc:
-        for line in _errors_as_lines(exc):
+        for line in errors_as_lines(exc):
             messages.error(request, line)
         return redirect("run-detail", pk=run.pk)
     messages.success(request, f"Evaluation #{evaluation.pk} of run {run.pk}'s checkpoints queued.")
@@ -224,7 +202,7 @@ def run_evaluate_checkpoints(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _checked_int(raw: str, default: int, lo: int, hi: int) -> int:
-    value = _int_field(raw, default)
+    value = int_field(raw, default)
     if not isinstance(value, int) or not lo <= value <= hi:
         raise RunConfigError(
             {"episodes/seed": [f"'{str(raw)[:20]}' is not a whole number from {lo} to {hi}"]}

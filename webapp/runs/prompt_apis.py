@@ -30,8 +30,7 @@ from webapp.runs.prompts import (
     run_prompt_timeline,
     run_prompts,
 )
-from webapp.runs.replay_views import rollout_replay_url
-from webapp.runs.selectors import runs_visible_to
+from webapp.runs.selectors import rollout_replay_url, runs_visible_to
 
 MAX_PAGE_SIZE = 200
 

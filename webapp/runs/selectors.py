@@ -7,6 +7,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 from django.db.models import Prefetch, QuerySet
+from django.urls import reverse
 
 from envs.adapters import episode_reward_rule
 from webapp.catalog.models import Environment
@@ -345,3 +346,8 @@ def run_live_note(*, run_id: int, kind: str = "facts") -> dict[str, Any] | None:
         "type": kind, "status": run.status, "status_display": run_status_display(run=run),
         "step": run.step, "event": run_last_event_id(run_id=run_id),
     }
+
+
+def rollout_replay_url(rollout: Rollout) -> str:
+    """The path of the rollout's replay page, drawn by webapp.evaluations.arena (what the API's `replay_url` carries)."""
+    return reverse("rollout-replay", args=[rollout.run_id, rollout.seq])

@@ -152,7 +152,7 @@ def _rollout(run_id: int, seq: int, item: dict[str, Any]) -> Rollout:
 
 def _episode_facts(value: Any) -> dict[str, Any]:
     """The scored episode's attributes, components and sizes as the worker sent them, with
-    every number finite and every name a string (webapp/rewards/rescore reads them back)."""
+    every number finite and every name a string (webapp/workbench/rescore reads them back)."""
     if not isinstance(value, dict):
         return {}
     attributes = value.get("attributes")

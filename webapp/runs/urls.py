@@ -1,26 +1,17 @@
 from django.urls import path
 
-from webapp.runs import compare_views, prompt_views, replay_views, views, worker_views
+from webapp.runs import prompt_views, views, worker_views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("runs/new/", views.run_new, name="run-new"),
-    path("runs/compare/", compare_views.run_compare, name="run-compare"),
     path("runs/demo/", views.run_demo, name="run-demo"),
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
     path("runs/<int:pk>/cancel/", views.run_cancel, name="run-cancel"),
     path("runs/<int:pk>/resume/", views.run_resume_view, name="run-resume"),
-    path(
-        "runs/<int:pk>/rollouts/<int:seq>/replay/",
-        replay_views.rollout_replay_redirect,
-        name="rollout-replay-redirect",
-    ),
     path("runs/<int:pk>/prompts/", prompt_views.run_prompt_list, name="run-prompts"),
     path(
         "runs/<int:pk>/prompts/<str:key>/", prompt_views.run_prompt_timeline_view, name="run-prompt-timeline"
-    ),
-    path(
-        "replay/runs/<int:pk>/<int:seq>/", replay_views.rollout_replay_view, name="rollout-replay"
     ),
     path("workers/", worker_views.worker_list, name="worker-list"),
 ]

@@ -14,12 +14,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from webapp.accounts.run_layout import MAX_METRIC_CHARTS, MAX_SMOOTHING, run_layout_for
 from webapp.catalog.models import Environment
 from webapp.catalog.selectors import environments_visible_to
 from webapp.core.plotly import plotly_url
 from webapp.core.throttles import throttle_posts
-from webapp.evaluations.selectors import evaluations_visible_to
 from webapp.rewards.selectors import recipes_visible_to
 from webapp.runs.charts import run_chart_page, run_charts
 from webapp.runs.checkpoints import run_checkpoints
@@ -35,6 +33,7 @@ from webapp.runs.forms import (
     RunJsonForm,
     errors_to_form,
 )
+from webapp.runs.layout import MAX_METRIC_CHARTS, MAX_SMOOTHING, run_layout_for
 from webapp.runs.metric_keys import WALL_TIME_KEY
 from webapp.runs.models import Rollout, Run
 from webapp.runs.selectors import (
@@ -292,8 +291,6 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "tool_table": run_tool_table(run=run),
             "checkpoints": run_checkpoints(run=run),
             "environments": run_environments(run=run),
-            # Only the evaluations of this run the viewer may open themselves.
-            "checkpoint_evaluations": evaluations_visible_to(user=request.user).filter(source_run=run)[:5],
             "waiting_reason": run_waiting_reason(run=run),
             "events": run.events.order_by("-created_at", "-id")[:200],
             "config_json": json.dumps(run.config, indent=2, sort_keys=True, ensure_ascii=False),

@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "webapp.evaluations",
     "webapp.rewards",
     "webapp.jobs",
+    "webapp.workbench",
     "webapp.api",
     # Only for manage.py's worker commands (build_demo_model, learning_table): see worker/apps.py.
     "worker",

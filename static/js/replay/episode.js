@@ -74,7 +74,7 @@
     return typeof value === "number" ? String(Math.round(value * 10000) / 10000) : "—";
   }
 
-  // episode: the replay JSON (webapp/runs/replay_views.py); board, panel: the elements it is
+  // episode: the replay JSON (webapp/evaluations/arena/replay.py); board, panel: the elements it is
   // drawn into. Returns { turns, last, index, show(index) }.
   function Episode(episode, board, panel) {
     var prompt = Array.isArray(episode.prompt) ? episode.prompt : [];

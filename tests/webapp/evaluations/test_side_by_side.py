@@ -13,8 +13,8 @@ import pytest
 from django.test import Client
 
 from tests.e2e.helpers import register_echo
+from webapp.evaluations.arena.sidebyside import ColumnRef, arena_prepare
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
-from webapp.evaluations.sidebyside import ColumnRef, arena_prepare
 from webapp.runs.config import RunConfigError
 
 pytestmark = pytest.mark.django_db

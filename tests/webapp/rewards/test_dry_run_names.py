@@ -15,8 +15,8 @@ import pytest
 from django.utils import timezone
 
 from webapp.jobs.models import Job
-from webapp.rewards.learnability import recipe_bounds
 from webapp.rewards.terms import RewardTerm
+from webapp.workbench.learnability import recipe_bounds
 
 # Committed rows: the job's heartbeat thread (worker/dry_run.py _Beat) reads them on its own connection.
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,8 +13,8 @@ from django.utils import timezone
 from tests.api.test_run_limits import broker  # noqa: F401  (fixture)
 from tests.e2e.helpers import register_echo
 from webapp.jobs.models import Job
-from webapp.rewards.learnability import learnability_cards, learnability_report, recipe_bounds
 from webapp.rewards.terms import RewardTerm
+from webapp.workbench.learnability import learnability_cards, learnability_report, recipe_bounds
 
 GUIDE = [
     {"name": "win", "kind": "success_bonus",

@@ -1,4 +1,4 @@
-"""Re-scoring a stored run (webapp/rewards/rescore.py): GRPO's advantages as TRL 1.16 computes
+"""Re-scoring a stored run (webapp/workbench/rescore.py): GRPO's advantages as TRL 1.16 computes
 them, on hand-made groups with exact numbers, and the old-vs-new report: sign changes, the
 zero-variance fractions, per-term means, and what could not be re-scored."""
 
@@ -10,8 +10,8 @@ import pytest
 import torch
 from trl.trainer.utils import nanstd
 
-from webapp.rewards.rescore import RescoreError, Rescorer, group_advantages, overlaid_histogram
 from webapp.rewards.terms import RewardTerm
+from webapp.workbench.rescore import RescoreError, Rescorer, group_advantages, overlaid_histogram
 
 NAN = float("nan")
 OLD = [RewardTerm(name="env_reward", kind="env_reward", weight=1.0)]

@@ -19,13 +19,13 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.urls import reverse
 
+from webapp.evaluations.arena.replay import evaluation_replay
 from webapp.evaluations.config import DEFAULT_PROMPTS, parse_evaluation_request
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.evaluations.selectors import evaluations_visible_to
 from webapp.evaluations.services import evaluation_check, evaluation_create
 from webapp.runs.checkpoints import run_checkpoints
 from webapp.runs.config import RunConfigError
-from webapp.runs.replay_views import evaluation_replay
 from webapp.runs.selectors import runs_visible_to
 
 MIN_COLUMNS = 2

@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from webapp.core.plotly import plotly_url
-from webapp.runs.compare import (
+from webapp.evaluations.arena.compare import (
     CompareError,
     compare_figure,
     compare_keys,

@@ -33,8 +33,8 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from webapp.rewards.dry_run import EnvName
 from webapp.rewards.terms import RewardTerm, walk_terms
+from webapp.workbench.dry_run import EnvName
 
 KIND = "learnability"
 DEFAULT_EPISODES = 16
@@ -118,8 +118,8 @@ def recipe_learnability_create(*, owner: AbstractBaseUser, recipe: Any, data: An
     """Validate and queue a learnability job for `recipe` (a version of it) on an environment."""
     from webapp.evaluations.services import evaluation_check
     from webapp.jobs.services import job_create
-    from webapp.rewards.dry_run import recipe_job_params, recipe_version_or_refuse
     from webapp.runs.config import RunConfigError
+    from webapp.workbench.dry_run import recipe_job_params, recipe_version_or_refuse
 
     request, extras = _parse(data)
     version = recipe_version_or_refuse(recipe, extras.version)

@@ -21,7 +21,7 @@ from django.urls import reverse
 from envs.registry import recorded_adapter
 from webapp.catalog.models import Environment
 from webapp.runs.models import Rollout, Run
-from webapp.runs.selectors import runs_visible_to
+from webapp.runs.selectors import rollout_replay_url, runs_visible_to
 
 if TYPE_CHECKING:
     from webapp.evaluations.models import Evaluation, EvaluationEpisode
@@ -163,11 +163,6 @@ def replay_page(request: HttpRequest, replay: dict[str, Any]) -> HttpResponse:
         "replay/replay.html",
         {"nav": "replay", "replay": replay, "scripts": scripts},
     )
-
-
-def rollout_replay_url(rollout: Rollout) -> str:
-    """The path of the rollout's replay page (what the API's `replay_url` carries)."""
-    return reverse("rollout-replay", args=[rollout.run_id, rollout.seq])
 
 
 def _visible_rollout(request: HttpRequest, pk: int, seq: int) -> tuple[Run, Rollout]:

@@ -18,11 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from envs.adapters.attributes import ATTRIBUTES, COMMON
 from webapp.catalog.selectors import environments_visible_to
-from webapp.rewards.dry_run import EnvName
 from webapp.rewards.scoring import Episode, episode_from_stored, recipe_total
 from webapp.rewards.services import RecipeRejected, recipe_parse
 from webapp.rewards.terms import KINDS, AttributeName, RewardTerm
 from webapp.runs.models import Rollout
+from webapp.workbench.dry_run import EnvName
 
 # A draft has no name yet while it is composed; the check then needs one that passes.
 DRAFT_NAME = "draft"
@@ -287,9 +287,9 @@ def draft_play_create(*, user: AbstractBaseUser | Any, data: Any) -> Any:
     from webapp.evaluations.config import DEFAULT_PROMPTS, parse_evaluation_request
     from webapp.evaluations.services import evaluation_check
     from webapp.jobs.services import job_create
-    from webapp.rewards.dry_run import job_env_name
     from webapp.rewards.terms import terms_dump
     from webapp.runs.config import RunConfigError
+    from webapp.workbench.dry_run import job_env_name
 
     request = _request(data)
     play = request.play

@@ -13,8 +13,8 @@ from django.views.decorators.http import require_http_methods
 
 from webapp.catalog.selectors import environments_visible_to
 from webapp.core.throttles import throttle_posts
-from webapp.evaluations.services import evaluation_mark_stale_failed
-from webapp.evaluations.sidebyside import (
+from webapp.evaluations.arena.replay import FALLBACK_RENDERER, TurnError, parse_turn, renderer_for
+from webapp.evaluations.arena.sidebyside import (
     MAX_COLUMNS,
     SideBySideError,
     SideBySideNotFound,
@@ -24,9 +24,9 @@ from webapp.evaluations.sidebyside import (
     side_by_side,
     side_by_side_url,
 )
-from webapp.evaluations.views import _errors_as_lines, _int_field, model_line
+from webapp.evaluations.forms import errors_as_lines, int_field, model_line
+from webapp.evaluations.services import evaluation_mark_stale_failed
 from webapp.runs.config import RunConfigError
-from webapp.runs.replay_views import FALLBACK_RENDERER, TurnError, parse_turn, renderer_for
 
 FORM_FIELDS = ("environment", "seed", "prompt", "max_completion_length", "max_tool_calling_iterations")
 MAX_FIELD_CHARS = 4000
@@ -61,19 +61,19 @@ def arena(request: HttpRequest) -> HttpResponse:
         models = _posted_models(request)
         posted["models"] = models
         data: dict[str, Any] = {
-            "environment": _int_field(posted["environment"], 0),
+            "environment": int_field(posted["environment"], 0),
             "models": [model_line(line) for line in models],
-            "seed": _int_field(posted["seed"], 0),
+            "seed": int_field(posted["seed"], 0),
         }
         for name in ("max_completion_length", "max_tool_calling_iterations"):
             if posted[name].strip():
-                data[name] = _int_field(posted[name], 0)
+                data[name] = int_field(posted[name], 0)
         if posted["prompt"].strip():
             data["prompt"] = posted["prompt"]
         try:
             refs, _evaluation = arena_prepare(user=request.user, data=data)
         except RunConfigError as exc:
-            errors = _errors_as_lines(exc)
+            errors = errors_as_lines(exc)
         else:
             return redirect(side_by_side_url(refs))
     choices = arena_model_choices(user=request.user)

@@ -1,0 +1,1 @@
+"""The arena: replay an episode step by step, compare runs, and play models side by side."""
