@@ -47,7 +47,7 @@ bench: install
 .PHONY: learning-table
 learning-table: install
 	@scripts/ensure_redis.sh
-	$(PY) manage.py learning_table $(ARGS)
+	$(PY) -m bench.learning_table $(ARGS)
 
 # The Harbor server's own environment (Python 3.12: openenv's Harbor extra needs it), .venv-harbor;
 # serve with .venv-harbor/bin/openenv harbor serve --dataset ... (README, "Harbor servers").
@@ -57,6 +57,7 @@ harbor-env:
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 	$(PY) manage.py makemigrations --check --dry-run
 
 clean:

@@ -219,7 +219,7 @@ def gpu_generation_section(gpu: dict | None) -> list[str]:
 
 def learning_table() -> dict | None:
     """The guide's table, a recipe of many minutes that `make bench` does not run: made by
-    `make learning-table` (worker/management/commands/learning_table.py) into
+    `make learning-table` (bench/learning_table.py) into
     bench/results/learning_table.json, shown as recorded."""
     import json
 

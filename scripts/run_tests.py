@@ -63,6 +63,9 @@ def run_suites(argv: list[str], redis_env: dict[str, str]) -> int:
     base_env.pop("DATABASE_URL", None)
     if run([PY, "-m", "ruff", "check", "."]) != 0:
         return 1
+    # The import contracts (pyproject.toml [tool.importlinter]): the apps' layers, no circles.
+    if run([str(Path(PY).parent / "lint-imports")]) != 0:
+        return 1
     if run([PY, "manage.py", "makemigrations", "--check", "--dry-run"], base_env) != 0:
         print("models changed without a migration", file=sys.stderr)
         return 1

@@ -1,4 +1,4 @@
-"""`manage.py learning_table --quick` end to end (issue 8 item 6): the command sets up its own
+"""`python -m bench.learning_table --quick` end to end (issue 8 item 6): the command sets up its own
 scratch installation (SQLite, its own Redis database, uvicorn, a Celery worker, the bundled
 catch server started by the app's launcher), drives base -> evaluation -> SFT warm-up ->
 evaluation -> GRPO -> evaluation through the REST API, and writes the table.
@@ -53,7 +53,7 @@ def test_quick_learning_table_through_the_api(tmp_path):
     }
     env.pop("DATABASE_URL", None)
     done = subprocess.run(
-        [sys.executable, "manage.py", "learning_table", "--quick", "--seeds", "3",
+        [sys.executable, "-m", "bench.learning_table", "--quick", "--seeds", "3",
          "--dir", str(scratch), "--output", str(output), "--redis-url", scratch_redis_url()],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip

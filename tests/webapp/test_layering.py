@@ -12,7 +12,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_web_app_imports_no_worker_code() -> None:
+def test_the_web_app_imports_no_worker_code_and_no_torch() -> None:
     code = (
         "import os, sys, pkgutil, importlib; os.environ['DJANGO_SETTINGS_MODULE'] = 'webapp.settings.test'; "
         "import django; django.setup(); import webapp; "
@@ -20,10 +20,12 @@ def test_the_web_app_imports_no_worker_code() -> None:
         "if '.tests' not in m.name and '.migrations' not in m.name and '.settings.' not in m.name]; "
         "[importlib.import_module(n) for n in names]; "
         "import webapp.asgi, webapp.urls; "
-        "print(len(names) > 50, sorted({m for m in sys.modules if m.split('.')[0] == 'worker'}))"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers', 'trl', 'peft', 'vllm'}); "
+        "print(len(names) > 50, sorted({m for m in sys.modules if m.split('.')[0] == 'worker'}), heavy)"
     )
     run = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout == "True ['worker', 'worker.apps']\n", run.stdout
+    # Nor torch and its kin: loading them would cost every web process seconds and gigabytes.
+    assert run.stdout == "True ['worker', 'worker.apps'] []\n", run.stdout

@@ -42,7 +42,7 @@ INSTALLED_APPS = [
     "webapp.jobs",
     "webapp.workbench",
     "webapp.api",
-    # Only for manage.py's worker commands (build_demo_model, learning_table): see worker/apps.py.
+    # Only for manage.py's worker commands (build_demo_model): see worker/apps.py.
     "worker",
 ]
 

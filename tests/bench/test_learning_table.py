@@ -1,5 +1,4 @@
-"""The learning table's arithmetic and option checks (worker/management/commands/
-learning_table.py); the command itself runs end to end in tests/e2e/test_learning_table.py."""
+"""The learning table's arithmetic and option checks (bench/learning_table.py); the command itself runs end to end in tests/e2e/test_learning_table.py."""
 
 from __future__ import annotations
 
@@ -7,7 +6,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from worker.management.commands.learning_table import Settings, _table
+from bench.learning_table import Command, Settings, _table
 
 
 def settings_for(seeds: list[int]) -> Settings:
@@ -83,6 +82,6 @@ def test_a_gain_within_the_spread_is_not_beyond_seed_noise_and_partial_runs_say_
 def test_bad_options_are_refused_before_anything_starts(args, message, tmp_path, monkeypatch):
     monkeypatch.delenv("ENVLAB_TOKEN", raising=False)
     with pytest.raises(CommandError) as refused:
-        call_command("learning_table", *args, "--dir", str(tmp_path / "scratch"))
+        call_command(Command(), *args, "--dir", str(tmp_path / "scratch"))
     assert str(refused.value) == message
     assert not (tmp_path / "scratch").exists()

@@ -1,4 +1,4 @@
-"""`python manage.py learning_table` (`make learning-table`): the guide's table, base / SFT /
+"""`python -m bench.learning_table` (`make learning-table`): the guide's table, base / SFT /
 SFT + GRPO on Catch, measured through the lab's own REST API and a real worker.
 
 Per seed: build the `catch-base` demo model (seeded, for the chosen grid) -> evaluate it ->
@@ -168,7 +168,7 @@ class Command(BaseCommand):
         # The worker is the one busy process while it trains (the base build runs before).
         env.setdefault("ENVLAB_TORCH_THREADS", "2")
         env.pop("CELERY_BROKER_URL", None)
-        argv = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "learning_table"]
+        argv = [sys.executable, "-m", "bench.learning_table"]
         for name in ("seeds", "episodes", "eval_seed", "rows", "columns", "warmup_episodes",
                      "warmup_epochs", "warmup_learning_rate", "grpo_steps", "grpo_batch",
                      "num_generations", "grpo_learning_rate", "temperature", "max_completion_length",
@@ -566,7 +566,7 @@ def _table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: float) 
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "environment": f"catch, {chosen.rows} rows x {chosen.columns} columns ({chosen.rows - 1} moves), bundled server",
         "episodes": f"{chosen.episodes} greedy episodes, evaluation seed {chosen.eval_seed} (the same episodes for every model)",
-        "how": ("`python manage.py learning_table` (make learning-table): base `catch-base` demo model built per seed, "
+        "how": ("`python -m bench.learning_table` (make learning-table): base `catch-base` demo model built per seed, "
                 "the lab's SFT warm-up run (`grpo: null`), GRPO run from its checkpoint 0, and evaluations, "
                 "all through the REST API and one Celery worker"),
         "sft": (f"{chosen.warmup_episodes} solver episodes, {chosen.warmup_epochs} epochs, "
@@ -604,3 +604,17 @@ def _render_benchmarks() -> None:
         if path.exists():
             results[name] = json.loads(path.read_text())
     (root / "BENCHMARKS.md").write_text(render(results))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The command line: a Django management command run outside manage.py, because product
+    code (worker/, webapp/) never imports bench."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings.local")
+    import django
+
+    django.setup()
+    Command().run_from_argv(["python -m bench.learning_table", "learning_table", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    main()
