@@ -120,7 +120,7 @@ def sweep_stale_runs() -> int:
     from webapp.jobs.services import jobs_mark_stale_failed
     from webapp.runs.services import run_mark_stale_interrupted
 
-    # Evaluations whose worker died, too (they are also swept whenever they are read).
+    # Evaluations and jobs whose worker died, too: reads never write, this sweep is the one place.
     evaluation_mark_stale_failed()
     jobs_mark_stale_failed()
     return run_mark_stale_interrupted()

@@ -13,6 +13,7 @@ from tests.e2e.helpers import metric_steps, register_echo, run_config, wait_for,
 from tests.support.processes import worker_child_pids, worker_ready
 from tests.support.redis_server import owned_redis_port, start_redis, stop_redis
 from webapp.runs.models import Rollout, Run, RunEvent
+from webapp.runs.services import run_mark_stale_interrupted
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -77,7 +78,7 @@ def test_cancel_stops_within_ten_seconds_with_a_checkpoint_and_resume_finishes(
 
 def test_dead_worker_without_redelivery_is_marked_interrupted_then_resumed(api, echo_url, worker):
     """The whole worker dies (main process and child): its message comes back only after the
-    broker's visibility timeout, so the app marks the run interrupted; resume continues."""
+    broker's visibility timeout, so the sweep marks the run interrupted; resume continues."""
     env_id = register_echo(api, echo_url)
     run_id = api.post(
         "/api/runs/", run_config(env_id, max_steps=16, save_steps=2), format="json"
@@ -88,6 +89,9 @@ def test_dead_worker_without_redelivery_is_marked_interrupted_then_resumed(api, 
     killed = time.monotonic()
 
     def interrupted() -> bool:
+        # What beat's sweep calls (worker.tasks.sweep_stale_runs, every 30 s in `make run`'s light
+        # worker) is what marks it: reads never write, and this test's one worker is dead.
+        run_mark_stale_interrupted()
         return api.get(f"/api/runs/{run_id}/").json()["status"] == "interrupted"
 
     wait_for(interrupted, 60, "the run to be marked interrupted")

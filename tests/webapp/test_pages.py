@@ -29,6 +29,7 @@ from webapp.catalog.models import Environment
 from webapp.runs.config import parse_run_config
 from webapp.runs.forms import ALERT_FIELDS, REWARD_INITIAL, RunForm
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
+from webapp.runs.services import run_mark_stale_interrupted
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_models")]
 
@@ -830,13 +831,21 @@ def test_a_viewer_sees_a_run_but_may_not_cancel_it(recorded_run: Run) -> None:
     assert (recorded_run.status, recorded_run.cancel_requested) == (Run.Status.RUNNING, False)
 
 
-def test_run_page_marks_a_run_with_a_stale_heartbeat_interrupted(
+def test_reading_a_run_page_writes_nothing_and_shows_the_sweep_s_verdict(
     owner_client: Client, owner: User
 ) -> None:
+    """Reads never write: a stale run stays running until beat's sweep (every 30 s) marks it;
+    the page then shows it interrupted, with resume offered."""
     run = make_run(
         owner, status=Run.Status.RUNNING, heartbeat_at=timezone.now() - timedelta(hours=1)
     )
 
+    before = owner_client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING
+    assert '<span class="badge status-running" id="run-status">running</span>' in before
+
+    assert run_mark_stale_interrupted() == 1  # what beat's sweep_stale_runs calls
     content = owner_client.get(reverse("run-detail", args=[run.pk])).content.decode()
 
     run.refresh_from_db()

@@ -68,7 +68,6 @@ from webapp.runs.selectors import (
 )
 from webapp.runs.services import (
     run_launch,
-    run_mark_stale_interrupted,
     run_request_cancel,
     run_resume,
 )
@@ -149,7 +148,6 @@ class RunListApi(WriteThrottled, APIView):
 
     @extend_schema(responses=RunOut(many=True))
     def get(self, request: Request) -> Response:
-        run_mark_stale_interrupted()
         runs = runs_with_alerts(runs_visible_to(user=request.user))[:200]
         return Response(RunOut(runs, many=True).data)
 
@@ -186,7 +184,6 @@ def _changeable_run(request: Request, pk: int) -> Run:
 class RunDetailApi(APIView):
     @extend_schema(responses=RunDetailOut)
     def get(self, request: Request, pk: int) -> Response:
-        run_mark_stale_interrupted()
         return Response(RunDetailOut(_visible_run(request, pk)).data)
 
 

@@ -34,7 +34,6 @@ from webapp.evaluations.selectors import (
 from webapp.evaluations.services import (
     evaluation_create,
     evaluation_create_for_checkpoints,
-    evaluation_mark_stale_failed,
     evaluation_request_cancel,
 )
 from webapp.runs.selectors import runs_visible_to
@@ -146,7 +145,6 @@ class EvaluationListApi(WriteThrottled, APIView):
 
     @extend_schema(responses=EvaluationOut(many=True))
     def get(self, request: Request) -> Response:
-        evaluation_mark_stale_failed()
         evaluations = evaluations_visible_to(user=request.user)[:200]
         return Response(EvaluationOut(evaluations, many=True).data)
 
@@ -159,7 +157,6 @@ class EvaluationListApi(WriteThrottled, APIView):
 class EvaluationDetailApi(APIView):
     @extend_schema(responses=EvaluationDetailOut)
     def get(self, request: Request, pk: int) -> Response:
-        evaluation_mark_stale_failed()
         return Response(EvaluationDetailOut(visible_evaluation(request, pk)).data)
 
 

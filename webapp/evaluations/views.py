@@ -34,7 +34,6 @@ from webapp.evaluations.selectors import (
 from webapp.evaluations.services import (
     evaluation_create,
     evaluation_create_for_checkpoints,
-    evaluation_mark_stale_failed,
 )
 from webapp.runs.config import RunConfigError
 from webapp.runs.selectors import runs_visible_to
@@ -56,7 +55,6 @@ def _cell(value: Any) -> dict[str, str]:
 @throttle_posts("launch")
 @require_http_methods(["GET", "POST"])
 def evaluation_list(request: HttpRequest) -> HttpResponse:
-    evaluation_mark_stale_failed()
     errors: list[str] = []
     posted: dict[str, str] = {}
     if request.method == "POST":
@@ -99,7 +97,6 @@ def evaluation_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def evaluation_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    evaluation_mark_stale_failed()
     evaluation = get_object_or_404(evaluations_visible_to(user=request.user), pk=pk)
     columns = evaluation_columns(key=evaluation.environment_key)
     results = evaluation_results(evaluation=evaluation)

@@ -9,11 +9,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.jobs.selectors import job_out, jobs_visible_to
-from webapp.jobs.services import jobs_mark_stale_failed
 
 
 class JobDetailApi(APIView):
     @extend_schema(responses=dict)
     def get(self, request: Request, pk: int) -> Response:
-        jobs_mark_stale_failed()
         return Response(job_out(get_object_or_404(jobs_visible_to(user=request.user), pk=pk)))

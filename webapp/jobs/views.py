@@ -9,12 +9,10 @@ from django.urls import reverse
 
 from webapp.core.plotly import plotly_url
 from webapp.jobs.selectors import job_out, jobs_visible_to
-from webapp.jobs.services import jobs_mark_stale_failed
 
 
 @login_required
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    jobs_mark_stale_failed()
     job = get_object_or_404(jobs_visible_to(user=request.user), pk=pk)
     return render(request, "jobs/job_detail.html", {
         "job": job,

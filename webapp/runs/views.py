@@ -51,7 +51,6 @@ from webapp.runs.selectors import (
 from webapp.runs.services import (
     RunStateError,
     run_launch,
-    run_mark_stale_interrupted,
     run_request_cancel,
     run_resume,
 )
@@ -90,7 +89,6 @@ def _percent(step: int, max_steps: int) -> int:
 
 
 def _home(request: HttpRequest, demo_errors: list[str] | None = None) -> HttpResponse:
-    run_mark_stale_interrupted()
     runs = list(runs_with_alerts(runs_visible_to(user=request.user).filter(owner=request.user))[:HOME_RUNS])
     return render(
         request,
@@ -249,7 +247,6 @@ def _live_config(run: Run, last_seq: int, progress: dict[str, Any]) -> dict[str,
 
 @login_required
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    run_mark_stale_interrupted()
     run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
     # The sequence number is read before the data, so what the page shows covers at least
     # everything up to it; the live script skips events at or below it.

@@ -25,7 +25,6 @@ from webapp.evaluations.arena.sidebyside import (
     side_by_side_url,
 )
 from webapp.evaluations.forms import errors_as_lines, int_field, model_line
-from webapp.evaluations.services import evaluation_mark_stale_failed
 from webapp.runs.config import RunConfigError
 
 FORM_FIELDS = ("environment", "seed", "prompt", "max_completion_length", "max_tool_calling_iterations")
@@ -53,7 +52,6 @@ def _posted_models(request: HttpRequest) -> list[str]:
 @throttle_posts("launch")
 @require_http_methods(["GET", "POST"])
 def arena(request: HttpRequest) -> HttpResponse:
-    evaluation_mark_stale_failed()
     errors: list[str] = []
     posted: dict[str, Any] = {}
     if request.method == "POST":
@@ -102,7 +100,6 @@ def arena(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def side_by_side_view(request: HttpRequest) -> HttpResponse:
-    evaluation_mark_stale_failed()
     query = request.GET
     try:
         refs = parse_refs(
