@@ -6,6 +6,7 @@ machine); tests/e2e/test_routing_workers.py runs real worker processes."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from datetime import timedelta
 
@@ -16,8 +17,9 @@ from django.utils import timezone
 from tests.api.test_run_limits import config, echo_env, models_dir  # noqa: F401  (fixtures)
 from webapp.runs.config import parse_run_config
 from webapp.runs.models import Run, RunEvent, WorkerHeartbeat
-from webapp.runs.routing import Needs, can_carry, config_queue, queue_for, queues_for, run_needs
+from webapp.runs.routing import Needs, can_carry, queue_for, queues_for, run_needs
 
+BACKFILL = importlib.import_module("webapp.runs.migrations.0008_run_queue_needs")
 GPU_RUN = {"device": "cuda", "generation": {"backend": "vllm"}}
 
 
@@ -35,11 +37,13 @@ def test_a_runs_needs_and_queue_come_from_its_config(extra, needs, queue):
     parsed = parse_run_config({**config(1), **extra})
     assert run_needs(parsed) == needs
     assert queue_for(needs) == queue
-    assert config_queue(parsed.model_dump(mode="json")) == queue
+    # Rows stored before the queue was (migration 0008) got the same answer from their config.
+    assert BACKFILL._stored_needs(parsed.model_dump(mode="json")) == (needs.gpus, needs.vllm)
 
 
-def test_a_broken_stored_config_goes_to_the_cpu_queue_where_the_worker_reports_it():
-    assert config_queue({"name": "x"}) == "train"
+def test_a_broken_stored_config_was_backfilled_to_the_cpu_queue_where_the_worker_reports_it():
+    assert BACKFILL._stored_needs({"name": "x"}) == (0, False)
+    assert BACKFILL._stored_needs("not a dict") == (0, False)
 
 
 @pytest.mark.parametrize(
@@ -176,8 +180,9 @@ def test_the_workers_page_shows_the_fleet_and_queue_positions(client, owner, out
         {"name": "<b>H200</b>", "memory_mib": 143771, "memory_used_mib": 1024},
     ]})
     gpu = {**config(1), **GPU_RUN}
-    first = RunModel.objects.create(owner=outsider, name="theirs", config=gpu, model="m", max_steps=1)
-    second = RunModel.objects.create(owner=owner, name="mine", config=gpu, model="m", max_steps=1)
+    vllm = {"queue": "train-vllm-1", "needs_gpus": 1, "needs_vllm": True}  # what run_launch stores
+    first = RunModel.objects.create(owner=outsider, name="theirs", config=gpu, model="m", max_steps=1, **vllm)
+    second = RunModel.objects.create(owner=owner, name="mine", config=gpu, model="m", max_steps=1, **vllm)
     cpu = RunModel.objects.create(owner=owner, name="cpu", config=config(1), model="m", max_steps=1)
     page = client.get("/workers/").content.decode()
     assert 'data-worker="gpu@box"' in page and ">fake<" in page

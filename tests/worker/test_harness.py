@@ -28,7 +28,7 @@ from trl.experimental.async_grpo.openenv_harness import HarnessRolloutOutcome, _
 
 from tests.envs.servers import run_env_server  # noqa: E402
 from webapp.runs.config import GRPOSettings, RunConfigError, parse_run_config  # noqa: E402
-from webapp.runs.routing import config_queue  # noqa: E402
+from webapp.runs.routing import queue_for, run_needs  # noqa: E402
 from worker.harness import (  # noqa: E402
     ASYNC_GRPO_FIELDS,
     HarnessReward,
@@ -101,9 +101,9 @@ def test_a_harness_run_the_async_trainer_cannot_carry_is_refused(overrides: dict
 
 def test_a_harness_run_goes_to_a_vllm_worker() -> None:
     run = config()
-    assert config_queue(run.model_dump(mode="json")) == "train-vllm-1"
+    assert queue_for(run_needs(run)) == "train-vllm-1"
     managed = config(generation={"backend": "vllm", "vllm_mode": "server"})
-    assert config_queue(managed.model_dump(mode="json")) == "train-vllm-2"  # one more GPU for the server
+    assert queue_for(run_needs(managed)) == "train-vllm-2"  # one more GPU for the server
 
 
 def outcome(reward: float | None, *, calls: int = 2, failures: int = 0, timed_out: bool = False,

@@ -9,7 +9,6 @@ from webapp.catalog.capacity import capacity_note
 from webapp.catalog.models import Environment
 from webapp.runs.checkpoints import run_checkpoints
 from webapp.runs.models import Rollout, Run, RunEvent, WorkerHeartbeat
-from webapp.runs.routing import config_queue
 from webapp.runs.selectors import rollout_replay_url, run_alerts, run_progress, run_status_display
 from webapp.runs.services import LAUNCH_WARNING
 from webapp.runs.workers import run_waiting_reason, worker_facts
@@ -123,7 +122,7 @@ class RunOut(serializers.ModelSerializer):
     )
 
     def get_queue(self, run: Run) -> str:
-        return config_queue(run.config)
+        return run.queue
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_waiting_reason(self, run: Run) -> str | None:

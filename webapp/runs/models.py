@@ -31,6 +31,11 @@ class Run(models.Model):
     # The validated RunConfig (webapp.runs.config), as JSON.
     config = models.JSONField()
     model = models.CharField(max_length=500)
+    # Where it trains, decided once at launch from the config (webapp/runs/routing.py): the
+    # Celery queue its train task goes to, and what a worker needs to carry it.
+    queue = models.CharField(max_length=40, default="train")
+    needs_gpus = models.PositiveSmallIntegerField(default=0)
+    needs_vllm = models.BooleanField(default=False)
     environments = models.ManyToManyField("catalog.Environment", related_name="runs", blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     # What the worker trains now; `step` counts that phase's steps (SFT steps in the warm-up).

@@ -40,19 +40,15 @@ def run_needs(config: RunConfig) -> Needs:
     return Needs(gpus=config.gpus + extra, vllm=config.generation.backend == "vllm")
 
 
+def stored_needs(run: Any) -> Needs:
+    """The needs a run's row recorded at launch (Run.needs_gpus, Run.needs_vllm)."""
+    return Needs(gpus=run.needs_gpus, vllm=run.needs_vllm)
+
+
 def queue_for(needs: Needs) -> str:
     if not needs.gpus:
         return TRAIN_QUEUE
     return f"train-{'vllm' if needs.vllm else 'cuda'}-{needs.gpus}"
-
-
-def config_queue(config: dict[str, Any]) -> str:
-    """The queue of a stored run config (Run.config); a config that no longer validates goes
-    to the CPU queue, where the worker fails it with the validation message."""
-    try:
-        return queue_for(run_needs(RunConfig.model_validate(config)))
-    except Exception:
-        return TRAIN_QUEUE
 
 
 def _count(capabilities: dict[str, Any], key: str) -> int:

@@ -31,7 +31,7 @@ from webapp.runs.checkpoints import ModelRefError, model_label, model_pinned, mo
 from webapp.runs.config import CheckpointRef, RunConfig, RunConfigError, parse_run_config
 from webapp.runs.live import notify_run
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
-from webapp.runs.routing import TRAIN_QUEUE, config_queue, run_needs
+from webapp.runs.routing import TRAIN_QUEUE, queue_for, run_needs
 from webapp.runs.selectors import run_live_note
 from webapp.runs.workers import run_worker_refusal
 
@@ -378,6 +378,7 @@ def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
         config.model = model_pinned(model=config.model, user=owner)
     except ModelRefError as exc:  # the checkpoint went away since the check
         raise RunConfigError({"model": [str(exc)]}) from None
+    needs = run_needs(config)
     with transaction.atomic():
         _lock_owner(owner)
         quota = _active_runs_error(owner)
@@ -389,13 +390,15 @@ def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
             config=config.model_dump(mode="json"),
             model=model_label(config.model),
             max_steps=config.total_steps,
+            queue=queue_for(needs),
+            needs_gpus=needs.gpus,
+            needs_vllm=needs.vllm,
             phase=Run.Phase.WARMUP if config.warmup is not None else Run.Phase.GRPO,
             sent_at=timezone.now(),
             sends=1,
         )
         run.environments.set([item.environment for item in config.environments])
-        queue = run_queue(run)
-        queued = "Run queued." if queue == TRAIN_QUEUE else f"Run queued for a worker with {run_needs(config).describe()} ({queue})."
+        queued = "Run queued." if run.queue == TRAIN_QUEUE else f"Run queued for a worker with {needs.describe()} ({run.queue})."
         RunEvent.objects.create(run=run, kind="queued", message=queued)
         for field, messages in warnings.items():
             for message in messages:
@@ -407,8 +410,8 @@ def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
 
 
 def run_queue(run: Run) -> str:
-    """The Celery queue the run's train task goes to (webapp/runs/routing.py)."""
-    return config_queue(run.config)
+    """The Celery queue the run's train task goes to, chosen at launch (webapp/runs/routing.py)."""
+    return run.queue
 
 
 def _enqueue_on_commit(run: Run) -> None:
@@ -443,9 +446,9 @@ def _send_train_task(run_id: int, *, record_failure: bool) -> bool:
     from webapp import celery_app  # the project's Celery app: imports no torch
 
     try:
-        config = Run.objects.filter(pk=run_id).values_list("config", flat=True).first()
+        queue = Run.objects.filter(pk=run_id).values_list("queue", flat=True).first()
         # By capability: only workers that can carry the run consume its queue.
-        celery_app.send_task(TRAIN_TASK, args=(run_id,), queue=config_queue(config or {}))
+        celery_app.send_task(TRAIN_TASK, args=(run_id,), queue=queue or TRAIN_QUEUE)
         return True
     except (OperationalError, OSError) as exc:
         log.warning("run %s: the broker is unreachable (%s); beat will send the run again", run_id, exc)

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from webapp.runs.config import RunConfig
 from webapp.runs.models import Run, WorkerHeartbeat
-from webapp.runs.routing import Needs, can_carry, config_queue, queues_for, run_needs, start_hint
+from webapp.runs.routing import Needs, can_carry, queues_for, run_needs, start_hint, stored_needs
 
 
 def _seen_since() -> datetime:
@@ -53,10 +53,7 @@ def run_waiting_reason(*, run: Run) -> str | None:
     """For a queued run that no recently seen worker can carry: why it waits."""
     if run.status != Run.Status.QUEUED:
         return None
-    try:
-        needs = run_needs(RunConfig.model_validate(run.config))
-    except Exception:  # an old or broken config: the worker reports it when it claims the run
-        return None
+    needs = stored_needs(run)
     reason = needs_refusal(needs)
     if reason is None:
         return None
@@ -73,11 +70,11 @@ class QueuedRun:
 def queued_runs(*, runs: QuerySet[Run]) -> list[QueuedRun]:
     """Queued runs (of those given) with their queue and their place in it, oldest first.
     Positions count every queued run of the queue, seen by the caller or not."""
-    queued = list(Run.objects.filter(status=Run.Status.QUEUED).order_by("created_at", "id").only("id", "config"))
+    queued = list(Run.objects.filter(status=Run.Status.QUEUED).order_by("created_at", "id").only("id", "queue"))
     counters: dict[str, int] = {}
     places: dict[int, tuple[str, int]] = {}
     for item in queued:
-        queue = config_queue(item.config)
+        queue = item.queue
         counters[queue] = counters.get(queue, 0) + 1
         places[item.pk] = (queue, counters[queue])
     shown = runs.filter(pk__in=list(places)).select_related("owner").order_by("created_at", "id")
