@@ -42,6 +42,7 @@ from webapp.runs.services import (  # noqa: E402
     run_rewind,
     run_warmup_done,
 )
+from webapp.settings.env import env_int  # noqa: E402
 from worker.datasets import episode_rows  # noqa: E402
 from worker.distributed import RankGroup, peer_lost  # noqa: E402
 from worker.group_starts import GroupStartMeter, group_starts  # noqa: E402
@@ -439,7 +440,7 @@ def build_trainer(
 
 
 def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
-    torch.set_num_threads(int(os.environ.get("ENVLAB_TORCH_THREADS", "1")))
+    torch.set_num_threads(env_int("ENVLAB_TORCH_THREADS", 1))
     run = Run.objects.get(pk=run_id)
     config = RunConfig.model_validate(run.config)
     output_dir = run_dir(run.pk)
