@@ -184,6 +184,8 @@ def _episode_record(
 
 
 def _play(evaluation: Evaluation, lease_owner: str, beat: _Heartbeat) -> None:
+    if evaluation.environment_id is None:  # deleted since launch (SET_NULL)
+        raise Environment.DoesNotExist("the evaluation's environment was deleted")
     environment = Environment.objects.get(pk=evaluation.environment_id)
     adapter_class = bind_adapter(
         environment=environment, env_name=ENV_NAME, batch_size=1,
