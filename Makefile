@@ -57,6 +57,7 @@ harbor-env:
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(PY) -m mypy
 	$(PY) manage.py makemigrations --check --dry-run
 
 clean:
