@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 
@@ -118,7 +119,7 @@ LOGOUT_REDIRECT_URL = "login"
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 
-CHANNEL_LAYERS = {
+CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
@@ -134,7 +135,7 @@ CHANNEL_LAYERS = {
 # How many reverse proxies of the operator's stand in front of the web server, each appending
 # the address it saw to X-Forwarded-For (0: none, the header is the client's own and ignored).
 ENVLAB_TRUSTED_PROXIES = env_int("ENVLAB_TRUSTED_PROXIES", 0)
-REST_FRAMEWORK = {
+REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Hashed at rest, expiring (REST_KNOX below), revocable by their user.
         "knox.auth.TokenAuthentication",
