@@ -58,6 +58,7 @@ harbor-env:
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
 	$(PY) manage.py makemigrations --check --dry-run
 
 clean:

@@ -76,9 +76,9 @@ class Settings:
     quick: bool
 
     def base_recipe(self) -> Any:
-        from worker.demo_model.training import RECIPES
+        from worker.demo_model.training import CATCH_BASE
 
-        recipe = dataclasses.replace(RECIPES["catch-base"], rows=self.rows, columns=self.columns)
+        recipe = dataclasses.replace(CATCH_BASE, rows=self.rows, columns=self.columns)
         if self.quick:  # a smoke check: a model that barely learned the format
             recipe = dataclasses.replace(
                 recipe, train_examples=48, max_steps=12, cooldown_steps=4, warmup_steps=2,

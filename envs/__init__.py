@@ -22,7 +22,7 @@ def skip_openenv_web_ui() -> bool:
         return False
     if "gradio" in sys.modules:
         return sys.modules["gradio"] is None
-    sys.modules["gradio"] = None  # type: ignore[assignment]
+    sys.modules["gradio"] = None  # type: ignore[assignment]  # None is the import system's "absent" marker
     return True
 
 

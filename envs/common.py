@@ -43,7 +43,7 @@ def serve(app: object, name: str, argv: list[str] | None = None, *, default_port
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=default_port)
     args = parser.parse_args(argv)
-    uvicorn.run(app, host=args.host, port=args.port)  # type: ignore[arg-type]
+    uvicorn.run(app, host=args.host, port=args.port)  # type: ignore[arg-type]  # any ASGI app; typed `object` so callers need no Starlette import
 
 
 def require_open_episode(*, started: bool, episode_id: str | None, done: bool, error: type[Exception] = RuntimeError) -> None:

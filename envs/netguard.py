@@ -216,7 +216,7 @@ class _CheckedHTTPHandler(urllib.request.HTTPHandler):
         self._on_socket = on_socket
 
     def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(partial(_CheckedHTTPConnection, on_socket=self._on_socket), req)  # type: ignore[arg-type]
+        return self.do_open(partial(_CheckedHTTPConnection, on_socket=self._on_socket), req)
 
 
 class _CheckedHTTPSHandler(urllib.request.HTTPSHandler):
@@ -225,10 +225,10 @@ class _CheckedHTTPSHandler(urllib.request.HTTPSHandler):
         self._on_socket = on_socket
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(  # type: ignore[arg-type]
+        return self.do_open(
             partial(_CheckedHTTPSConnection, on_socket=self._on_socket),
             req,
-            context=self._context,  # type: ignore[attr-defined]
+            context=self._context,  # type: ignore[attr-defined]  # HTTPSHandler's own, private in typeshed
         )
 
 

@@ -59,7 +59,7 @@ def solver_class(key: str) -> type[Any] | None:
     if dotted is None:
         return None
     module_name, _, class_name = dotted.rpartition(".")
-    return getattr(importlib.import_module(module_name), class_name)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module_name), class_name)
 
 
 def policy_for(
@@ -76,7 +76,7 @@ def policy_for(
         raise ValueError(f"policy kind must be '{SOLVER}' or '{RANDOM}', got {kind!r}")
     cls = solver_class(key) if kind == SOLVER else None
     if cls is not None:
-        return cls()  # type: ignore[no-any-return]
+        return cls()
     return RandomPolicy(tools, seed=seed)
 
 
@@ -164,9 +164,8 @@ def random_value(schema: Mapping[str, Any], rng: random.Random, depth: int = 0) 
     if kind == "array":
         low = int(schema.get("minItems", 0))
         high = max(low, min(int(schema.get("maxItems", MAX_ARRAY_ITEMS)), low + MAX_ARRAY_ITEMS))
-        items = (
-            schema.get("items") if isinstance(schema.get("items"), Mapping) else {"type": "string"}
-        )
+        declared = schema.get("items")
+        items: Mapping[str, Any] = declared if isinstance(declared, Mapping) else {"type": "string"}
         if depth >= MAX_SCHEMA_DEPTH:
             return []
         return [random_value(items, rng, depth + 1) for _ in range(rng.randint(low, high))]
@@ -179,17 +178,17 @@ def _bounds(
     schema: Mapping[str, Any], default: tuple[float, float], *, integer: bool
 ) -> tuple[float, float]:
     step = 1 if integer else 1e-6
-    low = schema.get("minimum")
+    low: float | None = schema.get("minimum")
     if low is None and schema.get("exclusiveMinimum") is not None:
         low = schema["exclusiveMinimum"] + step
-    high = schema.get("maximum")
+    high: float | None = schema.get("maximum")
     if high is None and schema.get("exclusiveMaximum") is not None:
         high = schema["exclusiveMaximum"] - step
-    if low is None and high is None:
-        return default
     if low is None:
+        if high is None:
+            return default
         low = min(default[0], high)
-    if high is None:
+    elif high is None:
         high = max(default[1], low)
     if integer:
         low, high = -(-low // 1), high // 1  # ceil / floor: whole numbers inside the bounds

@@ -41,4 +41,4 @@ class TypedEnvClient(EnvClient[ActT, ObsT, StateT], Generic[ActT, ObsT, StateT])
 
     def _parse_state(self, payload: dict[str, Any]) -> StateT:
         state: Any = self.state_cls.model_validate(payload)
-        return state  # type: ignore[no-any-return]
+        return state

@@ -1,4 +1,4 @@
-"""`make test`: lint and migration checks, then the suite on PostgreSQL (when one is
+"""`make test`: lint, type and migration checks, then the suite on PostgreSQL (when one is
 reachable, as in production) and on SQLite (the embedded default).
 
 ENVLAB_TEST_DATABASES=sqlite|postgres|both (default both) and extra pytest arguments
@@ -65,6 +65,9 @@ def run_suites(argv: list[str], redis_env: dict[str, str]) -> int:
         return 1
     # The import contracts (pyproject.toml [tool.importlinter]): the apps' layers, no circles.
     if run([str(Path(PY).parent / "lint-imports")]) != 0:
+        return 1
+    # The packages pyproject.toml's [tool.mypy] names; the django plugin reads the test settings.
+    if run([PY, "-m", "mypy"], base_env) != 0:
         return 1
     if run([PY, "manage.py", "makemigrations", "--check", "--dry-run"], base_env) != 0:
         print("models changed without a migration", file=sys.stderr)

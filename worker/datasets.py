@@ -25,8 +25,9 @@ def prompt_rows(item: RunEnvironment, rng: random.Random) -> list[dict[str, Any]
     otherwise the first quoted text is the target."""
     rows = []
     for _ in range(item.rows):
+        target: str | None
         if "{phrase}" in item.prompt:
-            target: str | None = random_phrase(rng)
+            target = random_phrase(rng)
             text = item.prompt.replace("{phrase}", target)
         else:
             text = item.prompt

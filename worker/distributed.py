@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any, TypeVar
 
+from webapp.settings.env import env_int
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -51,7 +53,7 @@ class RankGroup:
     @classmethod
     def from_env(cls) -> RankGroup:
         """From the variables the launcher sets (RANK, WORLD_SIZE)."""
-        return cls(rank=int(os.environ.get("RANK", "0")), world=int(os.environ.get("WORLD_SIZE", "1")))
+        return cls(rank=env_int("RANK", 0), world=env_int("WORLD_SIZE", 1))
 
     @property
     def lead(self) -> bool:

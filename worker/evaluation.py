@@ -12,7 +12,6 @@ the evaluation, so the table comes out the same.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import threading
 import traceback
@@ -35,6 +34,7 @@ from webapp.evaluations.services import (
 from webapp.runs.checkpoints import model_resolve
 from webapp.runs.config import CheckpointRef, RunEnvironment
 from webapp.runs.services import model_folder_error
+from webapp.settings.env import env_int
 from worker.capacity import capacity_refusal, learn_capacity
 from worker.datasets import prompt_rows
 from worker.episodes import adapter_tools, play_episode, stated_iterations, tool_schemas
@@ -184,6 +184,8 @@ def _episode_record(
 
 
 def _play(evaluation: Evaluation, lease_owner: str, beat: _Heartbeat) -> None:
+    if evaluation.environment_id is None:  # deleted since launch (SET_NULL)
+        raise Environment.DoesNotExist("the evaluation's environment was deleted")
     environment = Environment.objects.get(pk=evaluation.environment_id)
     adapter_class = bind_adapter(
         environment=environment, env_name=ENV_NAME, batch_size=1,
@@ -225,7 +227,7 @@ def _play(evaluation: Evaluation, lease_owner: str, beat: _Heartbeat) -> None:
 def evaluate(*, evaluation_id: int, lease_owner: str) -> str:
     import torch
 
-    torch.set_num_threads(int(os.environ.get("ENVLAB_TORCH_THREADS", "1")))
+    torch.set_num_threads(env_int("ENVLAB_TORCH_THREADS", 1))
     evaluation = Evaluation.objects.select_related("owner").get(pk=evaluation_id)
     status, error = Evaluation.Status.SUCCEEDED, ""
     with _Heartbeat(evaluation_id, lease_owner) as beat:

@@ -53,7 +53,7 @@ def training_chat_template(tokenizer: Any) -> str | None:
 
     if is_chat_template_prefix_preserving(tokenizer):
         return None
-    return get_training_chat_template(tokenizer)  # type: ignore[no-any-return]
+    return get_training_chat_template(tokenizer)
 
 
 class ModelPolicy:
@@ -78,7 +78,8 @@ class ModelPolicy:
         self.temperature = temperature
         self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
         self.tokenizer = tokenizer
-        self.tools = tools
+        # Typed as TRL takes them (functions or JSON schemas): a list is invariant in its items.
+        self.tools: list[dict[Any, Any] | Callable[..., Any]] = list(tools)
         self.max_completion_length = max_completion_length
         self.max_iterations = max_tool_calling_iterations
         self.kwargs = dict(chat_template_kwargs)
@@ -192,7 +193,7 @@ class ModelPolicy:
             and getattr(tokenizer, "response_schema", None) is None
         ):
             return {"role": "assistant", "content": tokenizer.decode(new, skip_special_tokens=True)}
-        return parse_response(tokenizer, new, prefix=context, tools=self.tools)  # type: ignore[no-any-return]
+        return parse_response(tokenizer, new, prefix=context, tools=self.tools)
 
     def _tool_suffix_ids(self, tool_messages: list[dict[str, Any]]) -> list[int]:
         """TRL 1.16's `GRPOTrainer._get_tool_suffix_ids`, for a text-only model."""

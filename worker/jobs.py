@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 import traceback
 from collections.abc import Callable
 from typing import Any
 
 from webapp.jobs.models import Job
 from webapp.jobs.services import job_finish
+from webapp.settings.env import env_int
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def job_function(kind: str) -> Callable[[Job, str], dict[str, Any]]:
 def run_job(*, job_id: int, lease_owner: str) -> str:
     import torch
 
-    torch.set_num_threads(int(os.environ.get("ENVLAB_TORCH_THREADS", "1")))
+    torch.set_num_threads(env_int("ENVLAB_TORCH_THREADS", 1))
     job = Job.objects.select_related("owner").get(pk=job_id)
     try:
         result = job_function(job.kind)(job, lease_owner)

@@ -48,13 +48,13 @@ def perf_metrics(parts: list[dict[str, float | int | None]]) -> dict[str, float]
     side by side, so the run's rate is the sum of theirs; the memory is the fullest GPU's."""
     out: dict[str, float] = {}
     rates = [
-        float(part["tokens"] or 0) / float(part["seconds"])
+        float(tokens) / float(seconds)
         for part in parts
-        if (part.get("seconds") or 0) > 0 and (part.get("tokens") or 0) > 0
+        if (seconds := part.get("seconds") or 0) > 0 and (tokens := part.get("tokens") or 0) > 0
     ]
     if rates:
         out["perf/generated_tokens_per_s"] = sum(rates)
-    memory = [float(part["gpu_memory_gib"]) for part in parts if part.get("gpu_memory_gib") is not None]
+    memory = [float(gib) for part in parts if (gib := part.get("gpu_memory_gib")) is not None]
     if memory:
         out["perf/gpu_memory_gib"] = max(memory)
     return out

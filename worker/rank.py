@@ -52,9 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     from webapp.runs.checkpoints import run_dir
     from webapp.runs.config import RunConfig
     from webapp.runs.models import Run
+    from webapp.settings.env import env_int
     from worker.runner import grpo_phase
 
-    torch.set_num_threads(int(os.environ.get("ENVLAB_TORCH_THREADS", "1")))
+    torch.set_num_threads(env_int("ENVLAB_TORCH_THREADS", 1))
     run = Run.objects.get(pk=args.run_id)
     group = RankGroup.from_env()
     status = grpo_phase(

@@ -8,10 +8,10 @@ import os
 import shutil
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -42,6 +42,7 @@ from webapp.runs.services import (  # noqa: E402
     run_rewind,
     run_warmup_done,
 )
+from webapp.settings.env import env_int  # noqa: E402
 from worker.datasets import episode_rows  # noqa: E402
 from worker.distributed import RankGroup, peer_lost  # noqa: E402
 from worker.group_starts import GroupStartMeter, group_starts  # noqa: E402
@@ -106,7 +107,10 @@ class CapturingGRPOTrainer(GRPOTrainer):
             if self.envlab_starts is not None:
                 try:
                     # The gathered batch, in TRL's order: its groups span processes' shares.
-                    self.envlab_starts.add(group_starts(rows, int(self.num_generations)))
+                    generations = self.num_generations
+                    if generations is None:
+                        raise TypeError("TRL set no num_generations")
+                    self.envlab_starts.add(group_starts(rows, int(generations)))
                 except Exception:  # telemetry must never break training
                     log.exception("group start check failed")
         return output
@@ -117,7 +121,7 @@ class CapturingGRPOTrainer(GRPOTrainer):
 
     def _envlab_episode_facts(self, n: int) -> list[dict[str, Any]]:
         """What this process's environments know of the batch's `n` episodes (plain data)."""
-        environments = list(self.environments or [])[-n:]
+        environments: list[Any] = list(self.environments or [])[-n:]
         facts = []
         for i in range(n):
             env = environments[i] if i < len(environments) else None
@@ -140,7 +144,9 @@ class CapturingGRPOTrainer(GRPOTrainer):
         prompts = list(logs["prompt"])[-n:]
         completions = list(logs["completion"])[-n:]
         advantages = list(logs["advantages"])[-n:]
-        rewards = {name: list(values)[-n:] for name, values in logs["rewards"].items()}
+        # TRL types its private `_logs` as collections; "rewards" is its dict of per-term lists.
+        reward_logs = cast("Mapping[str, Any]", logs["rewards"])
+        rewards = {name: list(values)[-n:] for name, values in reward_logs.items()}
         weights = self.reward_weights.tolist()
         step = self.state.global_step + 1
         rows = []
@@ -428,7 +434,7 @@ def build_trainer(
         model=model,
         args=args,
         processing_class=tokenizer,
-        reward_funcs=reward_funcs,
+        reward_funcs=list(reward_funcs),  # as a list of TRL's wider item type (lists are invariant)
         train_dataset=Dataset.from_list(episode_rows(config, task_rows=task_rows)),
         environment_factory=factory,
     )
@@ -439,7 +445,7 @@ def build_trainer(
 
 
 def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
-    torch.set_num_threads(int(os.environ.get("ENVLAB_TORCH_THREADS", "1")))
+    torch.set_num_threads(env_int("ENVLAB_TORCH_THREADS", 1))
     run = Run.objects.get(pk=run_id)
     config = RunConfig.model_validate(run.config)
     output_dir = run_dir(run.pk)

@@ -49,7 +49,8 @@ SFT_METRICS = (
     "num_tokens",
 )
 
-Outcome = Literal["done", "cancelled", "lease_lost", "telemetry_failed", "no_episodes"]
+StopReason = Literal["cancelled", "lease_lost", "telemetry_failed"]
+Outcome = Literal["done", "no_episodes"] | StopReason
 
 
 @dataclass
@@ -194,7 +195,7 @@ def run_examples(
     with a reward of at least `min_reward`, as SFT rows. Returns (rows, rollouts read)."""
     from webapp.runs.selectors import runs_visible_to
 
-    source = runs_visible_to(user=user).filter(pk=warmup.run).first()
+    source = runs_visible_to(user=user).filter(pk=warmup.run).first() if warmup.run is not None else None
     if source is None:
         raise ValueError(f"no run with id {warmup.run}")
     rollouts = list(
@@ -223,7 +224,7 @@ class WarmupCallback(TrainerCallback):
 
     def __init__(self, sink: Any) -> None:
         self.sink = sink
-        self.stop_reason: str | None = None
+        self.stop_reason: StopReason | None = None
         self.last_loss: float | None = None
 
     def on_log(
@@ -253,7 +254,7 @@ class WarmupCallback(TrainerCallback):
             control.should_save = False
 
 
-def _stop_reason(sink: Any) -> str | None:
+def _stop_reason(sink: Any) -> StopReason | None:
     if sink.lease_lost.is_set():
         return "lease_lost"
     if sink.failure_reason():
@@ -361,7 +362,7 @@ def run_warmup(
         examples, seen = run_examples(warmup=warmup, tools=tools, user=run.owner)
     stopped = _stop_reason(sink)
     if stopped:
-        return WarmupResult(stopped, seen, len(examples))  # type: ignore[arg-type]
+        return WarmupResult(stopped, seen, len(examples))
     sink.metrics(
         0,
         {
@@ -387,9 +388,7 @@ def run_warmup(
         )
         steps = int(trainer.state.global_step)
         if callback.stop_reason:
-            return WarmupResult(
-                callback.stop_reason, seen, len(examples), steps, callback.last_loss
-            )  # type: ignore[arg-type]
+            return WarmupResult(callback.stop_reason, seen, len(examples), steps, callback.last_loss)
         save_model(model, tokenizer, target)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

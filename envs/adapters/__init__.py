@@ -26,7 +26,7 @@ from envs.registry import (
 
 def _load(dotted: str) -> type[Any]:
     module_name, _, class_name = dotted.rpartition(".")
-    return getattr(importlib.import_module(module_name), class_name)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module_name), class_name)
 
 
 def base_adapter(environment: Any, *, credentials: Mapping[str, str | None] | None = None) -> type[Any]:

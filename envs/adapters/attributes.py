@@ -161,12 +161,8 @@ def episode_attributes(adapter: Any) -> dict[str, float]:
     out["tool_calls"] = calls
     out["tool_failures"] = failures
     out["tool_successes"] = max(calls - failures, 0.0)
-    steps = getattr(inner, "_steps", None)
-    out["steps"] = (
-        _number(steps)
-        if _number(steps) is not None
-        else float(len(getattr(inner, "rewards", []) or []))
-    )
+    steps = _number(getattr(inner, "_steps", None))
+    out["steps"] = steps if steps is not None else float(len(getattr(inner, "rewards", []) or []))
     out["lost"] = 1.0 if getattr(inner, "lost", False) else 0.0
     counts = getattr(inner, "_tool_counts", None)  # envs/adapters/base.py, per episode
     if isinstance(counts, Mapping):

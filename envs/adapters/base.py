@@ -129,7 +129,7 @@ def _clipping(func: Callable[..., Any]) -> Callable[..., Any]:
             _note_reset_fingerprint(owner, result)  # of what TRL receives, clipped
         return result
 
-    clipped.__envlab_clipped__ = True  # type: ignore[attr-defined]
+    clipped.__envlab_clipped__ = True  # type: ignore[attr-defined]  # a marker attribute on a function
     return clipped
 
 

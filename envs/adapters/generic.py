@@ -577,7 +577,8 @@ def _tool_result_text(fields: Mapping[str, Any]) -> tuple[str, bool]:
             "" if result is None else result if isinstance(result, str) else _compact(result)
         ), False
     failed = bool(result.get("is_error") or result.get("isError"))
-    blocks = result.get("content") if isinstance(result.get("content"), list) else []
+    content = result.get("content")
+    blocks: list[Any] = content if isinstance(content, list) else []
     texts = [b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str)]
     if texts:
         return "\n".join(texts), failed

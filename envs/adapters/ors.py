@@ -189,7 +189,7 @@ class OrsTarget:
         key = (self.base_url, self.api_key())
         if key not in apis:
             # Passing the URLs here is the single-host override: no OPENREWARD_*_URL needed.
-            api = AsyncEnvironmentsAPI(self.base_url, key[1], api_base_url=self.base_url)  # type: ignore[arg-type]
+            api = AsyncEnvironmentsAPI(self.base_url, key[1], api_base_url=self.base_url)
             _guard_connections(api)
             apis[key] = api
         if "/" in self.env_name:

@@ -45,7 +45,7 @@ class _CappedStream:
     async def read(self, n: int = -1) -> bytes:
         if n >= 0:
             return self._count(await self._stream.read(n))
-        chunks = []
+        chunks: list[bytes] = []
         while True:  # in pieces, so the cap stops the reading, not just the keeping
             chunk = await self._stream.readany()
             if not chunk:
@@ -102,7 +102,7 @@ def capped_response_class() -> type:
         class CappedResponse(aiohttp.ClientResponse):
             async def start(self, connection: Any) -> Any:
                 started = await super().start(connection)
-                self.content = _CappedStream(  # type: ignore[assignment]
+                self.content = _CappedStream(  # type: ignore[assignment]  # a StreamReader look-alike, not a subclass
                     self.content, netguard.max_response_bytes(), f"{self.url.scheme}://{self.url.host}:{self.url.port}"
                 )
                 return started

@@ -33,7 +33,7 @@ def install() -> None:
             kwargs["proxy"] = None  # a proxy would be checked instead of the target
         return await unpinned(uri, *args, **kwargs)
 
-    pinned_connect.__envlab_pinned__ = True  # type: ignore[attr-defined]
+    pinned_connect.__envlab_pinned__ = True  # type: ignore[attr-defined]  # a marker attribute on a function
     env_client.ws_connect = pinned_connect
 
 

@@ -122,6 +122,6 @@ def _route(tool_name: str, template: Callable[..., Any]) -> Callable[..., Any]:
     tool.__name__ = tool_name
     tool.__qualname__ = f"EnvironmentRouter.{tool_name}"
     tool.__doc__ = template.__doc__
-    tool.__signature__ = inspect.signature(template)  # type: ignore[attr-defined]
+    tool.__signature__ = inspect.signature(template)  # type: ignore[attr-defined]  # read by inspect (and TRL's schema), unknown to typeshed
     tool.__annotations__ = typing.get_type_hints(template)
     return tool

@@ -61,7 +61,7 @@ _TRANSPORT_MODULES = ("websockets", "aiohttp", "httpx", "httpcore", "urllib3", "
 def tag(exc: BaseException, error_class: str) -> BaseException:
     """Mark `exc` with its error class where the code that raises it knows it best."""
     try:
-        exc.envlab_error_class = error_class  # type: ignore[attr-defined]
+        exc.envlab_error_class = error_class  # type: ignore[attr-defined]  # a tag on any exception
     except Exception:  # noqa: S110 - an exception type without a __dict__: classified by type
         pass
     return exc

@@ -56,7 +56,7 @@ def python_type(prop: Mapping[str, Any], defs: Mapping[str, Any], depth: int = 0
     if json_type == "array":
         items = prop.get("items")
         return (
-            list[python_type(items, defs, depth + 1)]
+            list.__class_getitem__(python_type(items, defs, depth + 1))
             if isinstance(items, Mapping) and items
             else list
         )
@@ -140,7 +140,7 @@ def make_tool(
     tool.__name__ = name
     tool.__qualname__ = qualname
     tool.__doc__ = doc
-    tool.__signature__ = signature  # type: ignore[attr-defined]
+    tool.__signature__ = signature  # type: ignore[attr-defined]  # read by inspect (and TRL's schema), unknown to typeshed
     tool.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": str}
     return tool
 

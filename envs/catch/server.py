@@ -36,7 +36,7 @@ from envs.catch.models import (
 from envs.common import max_concurrent_envs, require_open_episode, serve
 
 try:
-    import pyspiel  # type: ignore[import-not-found, unused-ignore]
+    import pyspiel  # type: ignore[import-not-found, unused-ignore]  # optional wheel, no stubs
 except ImportError:  # the wheel is optional: BuiltinCatch plays by the same rules
     pyspiel = None
 
@@ -180,6 +180,7 @@ class CatchEnvironment(Environment[CatchAction, CatchObservation, CatchState]):
         """Move the paddle by ``action.direction``; the ball falls one row."""
         state, game = self._state, self._game
         require_open_episode(started=game is not None, episode_id=state.episode_id, done=state.done)
+        assert game is not None  # require_open_episode refused a step before any reset
         state.step_count += 1
         game.apply(ACTIONS[action.direction])
         self._sync_state(game)

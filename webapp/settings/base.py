@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 
 import envs
+from webapp.settings.env import env_bool, env_float, env_int, env_list, env_path, env_str
 
 # Before anything imports openenv: its Gradio page is off in the lab's processes (envs/__init__.py).
 envs.skip_openenv_web_ui()
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
-VAR_DIR = Path(os.environ.get("ENVLAB_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR = env_path("ENVLAB_VAR_DIR", BASE_DIR / "var")
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = False
-ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1").split(",") if h]
-CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -85,7 +86,7 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
+        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
         conn_max_age=0,
     )
 }
@@ -118,9 +119,9 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 
-CHANNEL_LAYERS = {
+CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
@@ -135,8 +136,8 @@ CHANNEL_LAYERS = {
 
 # How many reverse proxies of the operator's stand in front of the web server, each appending
 # the address it saw to X-Forwarded-For (0: none, the header is the client's own and ignored).
-ENVLAB_TRUSTED_PROXIES = int(os.environ.get("ENVLAB_TRUSTED_PROXIES", "0"))
-REST_FRAMEWORK = {
+ENVLAB_TRUSTED_PROXIES = env_int("ENVLAB_TRUSTED_PROXIES", 0)
+REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Hashed at rest, expiring (REST_KNOX below), revocable by their user.
         "knox.auth.TokenAuthentication",
@@ -159,13 +160,13 @@ REST_FRAMEWORK = {
     # Scoped rates apply to the views that name a `throttle_scope`: each of those calls
     # does network work (probes, session storms) or starts work (runs).
     "DEFAULT_THROTTLE_RATES": {
-        "anon": os.environ.get("ENVLAB_THROTTLE_ANON", "60/min"),
-        "user": os.environ.get("ENVLAB_THROTTLE_USER", "1200/min"),
-        "login": os.environ.get("ENVLAB_THROTTLE_LOGIN", "10/min"),
-        "launch": os.environ.get("ENVLAB_THROTTLE_LAUNCH", "20/min"),
-        "register": os.environ.get("ENVLAB_THROTTLE_REGISTER", "20/min"),
-        "probe": os.environ.get("ENVLAB_THROTTLE_PROBE", "30/min"),
-        "capacity": os.environ.get("ENVLAB_THROTTLE_CAPACITY", "4/min"),
+        "anon": env_str("ENVLAB_THROTTLE_ANON", "60/min"),
+        "user": env_str("ENVLAB_THROTTLE_USER", "1200/min"),
+        "login": env_str("ENVLAB_THROTTLE_LOGIN", "10/min"),
+        "launch": env_str("ENVLAB_THROTTLE_LAUNCH", "20/min"),
+        "register": env_str("ENVLAB_THROTTLE_REGISTER", "20/min"),
+        "probe": env_str("ENVLAB_THROTTLE_PROBE", "30/min"),
+        "capacity": env_str("ENVLAB_THROTTLE_CAPACITY", "4/min"),
     },
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "webapp.core.errors.exception_handler",
@@ -186,14 +187,14 @@ SPECTACULAR_SETTINGS = {
     },
 }
 REST_KNOX = {
-    "TOKEN_TTL": timedelta(hours=float(os.environ.get("ENVLAB_TOKEN_TTL_HOURS", 24 * 30))),
+    "TOKEN_TTL": timedelta(hours=env_float("ENVLAB_TOKEN_TTL_HOURS", 24 * 30)),
     "AUTH_HEADER_PREFIX": "Token",
     "TOKEN_LIMIT_PER_USER": 50,
 }
 # Login lockout: 5 failures for one username from one address lock that pair for 15 minutes
 # (the login page, the admin and POST /api/auth/token/ alike).
-AXES_FAILURE_LIMIT = int(os.environ.get("ENVLAB_LOGIN_FAILURE_LIMIT", 5))
-AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("ENVLAB_LOGIN_COOLOFF_MINUTES", 15)))
+AXES_FAILURE_LIMIT = env_int("ENVLAB_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("ENVLAB_LOGIN_COOLOFF_MINUTES", 15))
 # Per (username, address): behind proxies the address is the client's (ENVLAB_TRUSTED_PROXIES),
 # so nobody's failures lock a username for everyone; spraying one password over many usernames
 # from one address meets the per-address "login" throttle on every login path instead.
@@ -213,12 +214,12 @@ CACHES = {
 # Request bodies: the largest the API takes is a catalog snapshot of 5 MB, as a file or as a
 # JSON string (escaping grows it; the snapshot views refuse over 6 MB with their own message).
 # webapp.core.bodylimit refuses bodies over 7 MB before Django buffers them.
-ENVLAB_MAX_REQUEST_BYTES = int(os.environ.get("ENVLAB_MAX_REQUEST_BYTES", 7 * 1024 * 1024))
+ENVLAB_MAX_REQUEST_BYTES = env_int("ENVLAB_MAX_REQUEST_BYTES", 7 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = ENVLAB_MAX_REQUEST_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = ENVLAB_MAX_REQUEST_BYTES
 
 # Celery: one training per worker process, late acks, requeue when a worker is lost.
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -229,7 +230,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Longer than the longest run: a shorter timeout makes the broker hand the same run to
 # a second worker while the first is still training.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": int(os.environ.get("ENVLAB_VISIBILITY_TIMEOUT", 7 * 24 * 3600)),
+    "visibility_timeout": env_int("ENVLAB_VISIBILITY_TIMEOUT", 7 * 24 * 3600),
 }
 CELERY_TASK_ROUTES = {
     "worker.tasks.train_run": {"queue": "train"},
@@ -246,31 +247,31 @@ CELERY_WORKER_REDIRECT_STDOUTS = False
 # by beat (CELERY_BEAT_SCHEDULE below) where one runs, as `make run` does.
 
 # Where runs keep checkpoints and where demo models live.
-RUNS_DIR = Path(os.environ.get("ENVLAB_RUNS_DIR", VAR_DIR / "runs"))
-MODELS_DIR = Path(os.environ.get("ENVLAB_MODELS_DIR", VAR_DIR / "models"))
+RUNS_DIR = env_path("ENVLAB_RUNS_DIR", VAR_DIR / "runs")
+MODELS_DIR = env_path("ENVLAB_MODELS_DIR", VAR_DIR / "models")
 
 # A run whose worker has not renewed its heartbeat for this long is considered dead:
 # a redelivered task may take it over, and the sweeper marks it interrupted.
-ENVLAB_HEARTBEAT_SECONDS = float(os.environ.get("ENVLAB_HEARTBEAT_SECONDS", 2.0))
-ENVLAB_STALE_SECONDS = float(os.environ.get("ENVLAB_STALE_SECONDS", 20.0))
-ENVLAB_INTERRUPT_SECONDS = float(os.environ.get("ENVLAB_INTERRUPT_SECONDS", 45.0))
+ENVLAB_HEARTBEAT_SECONDS = env_float("ENVLAB_HEARTBEAT_SECONDS", 2.0)
+ENVLAB_STALE_SECONDS = env_float("ENVLAB_STALE_SECONDS", 20.0)
+ENVLAB_INTERRUPT_SECONDS = env_float("ENVLAB_INTERRUPT_SECONDS", 45.0)
 # A run of several training processes (worker/distributed.py) that has not stopped at a step
 # end this long after a cancel is stopped by its worker.
-ENVLAB_CANCEL_GRACE_SECONDS = float(os.environ.get("ENVLAB_CANCEL_GRACE_SECONDS", 300.0))
+ENVLAB_CANCEL_GRACE_SECONDS = env_float("ENVLAB_CANCEL_GRACE_SECONDS", 300.0)
 # A worker whose heartbeat is older than this is not counted on to carry a GPU run at launch.
-ENVLAB_WORKER_SEEN_SECONDS = float(os.environ.get("ENVLAB_WORKER_SEEN_SECONDS", 300.0))
-ENVLAB_PROBE_TIMEOUT = float(os.environ.get("ENVLAB_PROBE_TIMEOUT", 5.0))
+ENVLAB_WORKER_SEEN_SECONDS = env_float("ENVLAB_WORKER_SEEN_SECONDS", 300.0)
+ENVLAB_PROBE_TIMEOUT = env_float("ENVLAB_PROBE_TIMEOUT", 5.0)
 # Where Open Reward catalog names (Org/Env) are resolved; the key comes from a named variable.
-ENVLAB_OPENREWARD_API_URL = os.environ.get("ENVLAB_OPENREWARD_API_URL", "https://api.openreward.ai")
+ENVLAB_OPENREWARD_API_URL = env_str("ENVLAB_OPENREWARD_API_URL", "https://api.openreward.ai")
 # How often the default-queue worker re-probes every registered environment (seconds).
-ENVLAB_RECHECK_SECONDS = float(os.environ.get("ENVLAB_RECHECK_SECONDS", 60.0))
+ENVLAB_RECHECK_SECONDS = env_float("ENVLAB_RECHECK_SECONDS", 60.0)
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # axes logs every login attempt at INFO; its lockouts are warnings.
     "loggers": {"httpx": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
@@ -289,39 +290,35 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # --- security limits (see shared/docs/security-review.md) --------------------------------
-def env_list(name: str, default: str = "") -> list[str]:
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
-
-
 # Outbound URLs (environment servers, vLLM servers): loopback and private ranges are refused
 # unless listed here as CIDR networks; link-local and cloud metadata addresses always are.
 # Production allows nothing until configured; local settings allow loopback.
 ENVLAB_ALLOWED_ENV_NETWORKS = env_list("ENVLAB_ALLOWED_ENV_NETWORKS")
 # HTTP(S)_PROXY and the like are ignored by the lab's outbound clients (the openreward SDK's
 # sessions): through a proxy the outbound rules would check the proxy, not the server.
-ENVLAB_TRUST_ENV_PROXIES = os.environ.get("ENVLAB_TRUST_ENV_PROXIES", "0").strip().lower() in ("1", "true", "yes")
+ENVLAB_TRUST_ENV_PROXIES = env_bool("ENVLAB_TRUST_ENV_PROXIES", False)
 # One overall deadline per probe (registration, re-check), and a cap on any body read.
-ENVLAB_PROBE_DEADLINE = float(os.environ.get("ENVLAB_PROBE_DEADLINE", 10.0))
-ENVLAB_MAX_RESPONSE_BYTES = int(os.environ.get("ENVLAB_MAX_RESPONSE_BYTES", 4 * 1024 * 1024))
+ENVLAB_PROBE_DEADLINE = env_float("ENVLAB_PROBE_DEADLINE", 10.0)
+ENVLAB_MAX_RESPONSE_BYTES = env_int("ENVLAB_MAX_RESPONSE_BYTES", 4 * 1024 * 1024)
 # Tool results and observations are cut to this many characters before they reach the
 # model or the database.
-ENVLAB_MAX_TOOL_TEXT = int(os.environ.get("ENVLAB_MAX_TOOL_TEXT", 64 * 1024))
+ENVLAB_MAX_TOOL_TEXT = env_int("ENVLAB_MAX_TOOL_TEXT", 64 * 1024)
 # Environment variables an Open Reward catalog registration may name for its API key
 # (the key goes to ENVLAB_OPENREWARD_API_URL only).
 # Fernet key for per-user secrets (webapp.accounts.secrets); production requires it.
-ENVLAB_SECRETS_KEY = os.environ.get("ENVLAB_SECRETS_KEY", "")
+ENVLAB_SECRETS_KEY = env_str("ENVLAB_SECRETS_KEY", "")
 ENVLAB_API_KEY_ENV_ALLOWED = env_list("ENVLAB_API_KEY_ENV_ALLOWED", "OPENREWARD_API_KEY")
 # Container images: only from these registries (prefixes such as "ghcr.io/meta-pytorch/");
 # empty refuses every image.
 ENVLAB_IMAGE_REGISTRIES = env_list("ENVLAB_IMAGE_REGISTRIES")
 # Try-it console sockets one user may hold open at once.
-ENVLAB_CONSOLE_MAX_SOCKETS = int(os.environ.get("ENVLAB_CONSOLE_MAX_SOCKETS", 4))
+ENVLAB_CONSOLE_MAX_SOCKETS = env_int("ENVLAB_CONSOLE_MAX_SOCKETS", 4)
 # Queued + running runs one user may have at once.
-ENVLAB_MAX_ACTIVE_RUNS = int(os.environ.get("ENVLAB_MAX_ACTIVE_RUNS", 4))
+ENVLAB_MAX_ACTIVE_RUNS = env_int("ENVLAB_MAX_ACTIVE_RUNS", 4)
 # Local model folders are accepted only under MODELS_DIR and these roots.
 ENVLAB_MODEL_ROOTS = env_list("ENVLAB_MODEL_ROOTS")
 # A queued run that no worker claimed for this long is sent again by beat.
-ENVLAB_REQUEUE_SECONDS = float(os.environ.get("ENVLAB_REQUEUE_SECONDS", 180.0))
+ENVLAB_REQUEUE_SECONDS = env_float("ENVLAB_REQUEUE_SECONDS", 180.0)
 # A worker that could not write telemetry for this long fails its run (no unbounded memory).
-ENVLAB_TELEMETRY_OUTAGE_SECONDS = float(os.environ.get("ENVLAB_TELEMETRY_OUTAGE_SECONDS", 600.0))
-ENVLAB_TELEMETRY_MAX_PENDING = int(os.environ.get("ENVLAB_TELEMETRY_MAX_PENDING", 5000))
+ENVLAB_TELEMETRY_OUTAGE_SECONDS = env_float("ENVLAB_TELEMETRY_OUTAGE_SECONDS", 600.0)
+ENVLAB_TELEMETRY_MAX_PENDING = env_int("ENVLAB_TELEMETRY_MAX_PENDING", 5000)

@@ -8,6 +8,8 @@ https origin(s). Give Redis a password in REDIS_URL (redis://:password@host:6379
 
 import os
 
+from webapp.settings.env import env_bool, env_int
+
 from .base import *  # noqa: F403
 
 SECRET_KEY = os.environ["SECRET_KEY"]
@@ -19,11 +21,11 @@ ENVLAB_SECRETS_KEY = os.environ["ENVLAB_SECRETS_KEY"]
 
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
-SECURE_SSL_REDIRECT = os.environ.get("ENVLAB_SSL_REDIRECT", "1") == "1"
-SECURE_HSTS_SECONDS = int(os.environ.get("ENVLAB_HSTS_SECONDS", 365 * 24 * 3600))
-SECURE_HSTS_INCLUDE_SUBDOMAINS = os.environ.get("ENVLAB_HSTS_INCLUDE_SUBDOMAINS", "1") == "1"
-SECURE_HSTS_PRELOAD = os.environ.get("ENVLAB_HSTS_PRELOAD", "1") == "1"
-if os.environ.get("ENVLAB_PROXY_SSL_HEADER") == "1":
+SECURE_SSL_REDIRECT = env_bool("ENVLAB_SSL_REDIRECT", True)
+SECURE_HSTS_SECONDS = env_int("ENVLAB_HSTS_SECONDS", 365 * 24 * 3600)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("ENVLAB_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("ENVLAB_HSTS_PRELOAD", True)
+if env_bool("ENVLAB_PROXY_SSL_HEADER", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -1,9 +1,7 @@
 """Test settings: real Redis and database, fast password hashing, a var dir per run."""
 
-import os
-from pathlib import Path
-
 from webapp.accounts.crypto import fernet_key_from
+from webapp.settings.env import env_float, env_path, env_str
 
 from .base import *  # noqa: F403
 
@@ -18,10 +16,10 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
-ENVLAB_PROBE_TIMEOUT = float(os.environ.get("ENVLAB_PROBE_TIMEOUT", 3.0))
+ENVLAB_PROBE_TIMEOUT = env_float("ENVLAB_PROBE_TIMEOUT", 3.0)
 
 # Tests share the machine's Redis with `make run`: keep to their own database number.
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/9")
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/9")
 CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [{"address": REDIS_URL, "socket_timeout": None}]  # noqa: F405
 CELERY_BROKER_URL = REDIS_URL
 # A file, not memory: servers started by the tests (uvicorn, the Celery worker) must see
@@ -29,11 +27,11 @@ CELERY_BROKER_URL = REDIS_URL
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}  # noqa: F405
 ENVLAB_HEARTBEAT_SECONDS = 1.0
-ENVLAB_STALE_SECONDS = float(os.environ.get("ENVLAB_STALE_SECONDS", 8.0))
-ENVLAB_INTERRUPT_SECONDS = float(os.environ.get("ENVLAB_INTERRUPT_SECONDS", 16.0))
+ENVLAB_STALE_SECONDS = env_float("ENVLAB_STALE_SECONDS", 8.0)
+ENVLAB_INTERRUPT_SECONDS = env_float("ENVLAB_INTERRUPT_SECONDS", 16.0)
 # The tests' own demo model (the fast "test" variant) and checkpoints, apart from `make run`'s.
-RUNS_DIR = Path(os.environ.get("ENVLAB_RUNS_DIR", VAR_DIR / "test-runs"))  # noqa: F405
-MODELS_DIR = Path(os.environ.get("ENVLAB_MODELS_DIR", VAR_DIR / "test-models"))  # noqa: F405
+RUNS_DIR = env_path("ENVLAB_RUNS_DIR", VAR_DIR / "test-runs")  # noqa: F405
+MODELS_DIR = env_path("ENVLAB_MODELS_DIR", VAR_DIR / "test-models")  # noqa: F405
 # Test servers listen on loopback; tests that check refusals override this.
 ENVLAB_ALLOWED_ENV_NETWORKS = ["127.0.0.0/8", "::1/128"]
 ENVLAB_SECRETS_KEY = fernet_key_from(SECRET_KEY)

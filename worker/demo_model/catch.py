@@ -132,6 +132,7 @@ def measure_catch_calls(
     from trl.chat_template_utils import add_response_schema, parse_response
 
     from .evaluation import generate_prompt_completions
+    from .rendering import template_tools
 
     if getattr(tokenizer, "response_template", None) is None:
         add_response_schema(tokenizer)
@@ -151,7 +152,7 @@ def measure_catch_calls(
     moves = {"left": 0, "right": 0, "stay": 0}
     well_formed = 0
     for prefix, ids in zip(prompt_ids, completions, strict=True):
-        call = catch_call(parse_response(tokenizer, ids, prefix=prefix, tools=schemas))
+        call = catch_call(parse_response(tokenizer, ids, prefix=prefix, tools=template_tools(schemas)))
         if call is not None:
             well_formed += 1
             moves["stay" if call.name == "stay" else call.arguments["direction"]] += 1
@@ -166,27 +167,23 @@ def encode_conversations(
     renders the same token ids (checked on the first conversation)."""
     from trl.chat_template_utils import get_training_chat_template
 
+    from .rendering import chat_encoding
     from .training import IGNORE_INDEX, Example
 
     training_template = get_training_chat_template(tokenizer)
     if training_template is None:
         raise RuntimeError("TRL has no training template for the demo chat template")
-    examples = []
+    examples: list[Example] = []
     for conversation in conversations:
-        rendered = tokenizer.apply_chat_template(
+        rendered = chat_encoding(
+            tokenizer,
             conversation,
             tools=tools,
             chat_template=training_template,
-            tokenize=True,
-            return_dict=True,
             return_assistant_tokens_mask=True,
         )
         ids, mask = list(rendered["input_ids"]), list(rendered["assistant_masks"])
-        if not examples and ids != list(
-            tokenizer.apply_chat_template(
-                conversation, tools=tools, tokenize=True, return_dict=True
-            )["input_ids"]
-        ):
+        if not examples and ids != list(chat_encoding(tokenizer, conversation, tools=tools)["input_ids"]):
             raise RuntimeError("TRL's training template no longer renders like the chat template")
         labels = [t if m else IGNORE_INDEX for t, m in zip(ids, mask, strict=True)]
         examples.append(Example(input_ids=ids, labels=labels))
@@ -207,6 +204,7 @@ def build_catch_into(staging: Any, *, recipe: Any, seed: int, report: Any) -> di
         count=recipe.train_examples, rows=recipe.rows, columns=recipe.columns, seed=seed + 1
     )
     report("training the tokenizer")
+    from .rendering import chat_text
     from .tokenizer import _bare_tokenizer, _wrap
 
     renderer = _wrap(_bare_tokenizer())
@@ -214,8 +212,7 @@ def build_catch_into(staging: Any, *, recipe: Any, seed: int, report: Any) -> di
         vocab_size=recipe.vocab_size,
         seed=seed,
         extra_texts=[
-            renderer.apply_chat_template(c, tools=schemas, tokenize=False)
-            for c in conversations[:200]
+            chat_text(renderer, c, tools=schemas) for c in conversations[:200]
         ],
     )
     model = new_model(recipe, tokenizer)

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import GenerationMixin, PreTrainedTokenizerBase
 
 from .conversations import TRAINING_WORDINGS, echo, random_phrase, user_prompt
+from .rendering import chat_encoding
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def echo_call_message(parsed: dict[str, Any]) -> str | None:
 
 @torch.no_grad()
 def generate_prompt_completions(
-    model: PreTrainedModel,
+    model: GenerationMixin,
     tokenizer: PreTrainedTokenizerBase,
     conversations: list[list[dict[str, Any]]],
     *,
@@ -61,11 +62,7 @@ def generate_prompt_completions(
     """(prompt ids, completion ids) per conversation, rendered with `tools` and the
     generation prompt; `temperature=None` means greedy."""
     prompt_ids = [
-        list(
-            tokenizer.apply_chat_template(
-                messages, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=True
-            )["input_ids"]
-        )
+        list(chat_encoding(tokenizer, messages, tools=tools, add_generation_prompt=True)["input_ids"])
         for messages in conversations
     ]
     return prompt_ids, _generate(
@@ -74,7 +71,7 @@ def generate_prompt_completions(
 
 
 def _generate(
-    model: PreTrainedModel,
+    model: GenerationMixin,
     tokenizer: PreTrainedTokenizerBase,
     prompt_ids: list[list[int]],
     *,
@@ -112,7 +109,7 @@ def _generate(
 
 @torch.no_grad()
 def generate_completions(
-    model: PreTrainedModel,
+    model: GenerationMixin,
     tokenizer: PreTrainedTokenizerBase,
     prompts: list[str],
     *,
@@ -123,12 +120,8 @@ def generate_completions(
     """(prompt ids, completion ids) per prompt; `temperature=None` means greedy."""
     prompt_ids = [
         list(
-            tokenizer.apply_chat_template(
-                [{"role": "user", "content": p}],
-                tools=[echo],
-                add_generation_prompt=True,
-                tokenize=True,
-                return_dict=True,
+            chat_encoding(
+                tokenizer, [{"role": "user", "content": p}], tools=[echo], add_generation_prompt=True
             )["input_ids"]
         )
         for p in prompts
@@ -140,7 +133,7 @@ def generate_completions(
 
 
 def measure_tool_calls(
-    model: PreTrainedModel,
+    model: GenerationMixin,
     tokenizer: PreTrainedTokenizerBase,
     *,
     samples: int,

@@ -11,6 +11,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, train
 from transformers import AddedToken, PreTrainedTokenizerFast
 
 from .conversations import WORDS, echo, training_conversation
+from .rendering import chat_text
 
 TEMPLATE_RESOURCE = ("trl", "chat_templates/qwen3_instruct_2507.jinja")
 
@@ -50,9 +51,7 @@ def chat_template_sha256() -> str:
 def _training_corpus(rng: random.Random, conversations: int) -> Iterator[str]:
     base = _wrap(_bare_tokenizer())
     for _ in range(conversations):
-        yield base.apply_chat_template(
-            training_conversation(rng, exact_fraction=1.0), tools=[echo], tokenize=False
-        )
+        yield chat_text(base, training_conversation(rng, exact_fraction=1.0), tools=[echo])
     # Every word with and without a leading space, often enough to become one token each.
     for _ in range(8):
         words = list(WORDS)

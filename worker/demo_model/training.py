@@ -20,6 +20,7 @@ from transformers import (
 )
 
 from .conversations import echo, training_conversation
+from .rendering import chat_encoding
 
 IGNORE_INDEX = -100
 
@@ -123,7 +124,7 @@ class CatchRecipe(Recipe):
 # build 167 s; greedy it always stays (13/30 catches on eval seeds 1000-1029 of a 4x3
 # grid, the balls that fall in the middle column), 100% well-formed calls. A build for one
 # grid does not transfer: the 5-row build made no call on 4 rows.
-RECIPES["catch-base"] = CatchRecipe(
+CATCH_BASE = RECIPES["catch-base"] = CatchRecipe(
     vocab_size=1024,
     hidden_size=128,
     intermediate_size=512,
@@ -204,24 +205,19 @@ def encode_examples(
     training_template = get_training_chat_template(tokenizer)
     if training_template is None:
         raise RuntimeError("TRL has no training template for the demo chat template")
-    examples = []
+    examples: list[Example] = []
     for _ in range(count):
         conversation = training_conversation(rng, exact_fraction=exact_fraction)
-        rendered = tokenizer.apply_chat_template(
+        rendered = chat_encoding(
+            tokenizer,
             conversation,
             tools=[echo],
             chat_template=training_template,
-            tokenize=True,
-            return_dict=True,
             return_assistant_tokens_mask=True,
         )
         ids: list[int] = list(rendered["input_ids"])
         mask: list[int] = list(rendered["assistant_masks"])
-        if not examples and ids != list(
-            tokenizer.apply_chat_template(
-                conversation, tools=[echo], tokenize=True, return_dict=True
-            )["input_ids"]
-        ):
+        if not examples and ids != list(chat_encoding(tokenizer, conversation, tools=[echo])["input_ids"]):
             raise RuntimeError("TRL's training template no longer renders like the chat template")
         labels = [t if m else IGNORE_INDEX for t, m in zip(ids, mask, strict=True)]
         examples.append(Example(input_ids=ids, labels=labels))
