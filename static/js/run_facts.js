@@ -38,46 +38,13 @@
   });
   eventsList.dataset.lastEvent = String(lastEventId);
 
-  function byId(id) {
-    return document.getElementById(id);
-  }
-
-  function el(tag, className, text) {
-    var node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
-
-  function setText(id, text) {
-    var node = byId(id);
-    if (node && node.textContent !== text) node.textContent = text;
-  }
-
-  function sleep(ms) {
-    return new Promise(function (resolve) {
-      setTimeout(resolve, ms);
-    });
-  }
-
-  function HttpError(url, status) {
-    this.message = url + " answered HTTP " + status;
-    this.status = status;
-  }
-
-  function getJson(url) {
-    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } }).then(
-      function (response) {
-        if (!response.ok) throw new HttpError(url, response.status);
-        return response.json();
-      }
-    );
-  }
-
-  function sameOriginPath(url) {
-    var parsed = new URL(url, window.location.href);
-    return parsed.pathname + parsed.search;
-  }
+  var el = window.envlab.dom.el;
+  var byId = window.envlab.dom.byId;
+  var setText = window.envlab.dom.setText;
+  var HttpError = window.envlab.http.HttpError;
+  var getJson = window.envlab.http.getJson;
+  var sameOriginPath = window.envlab.http.sameOriginPath;
+  var sleep = window.envlab.http.sleep;
 
   function pad(n) {
     return n < 10 ? "0" + n : String(n);
