@@ -29,8 +29,7 @@
 
   // --- small helpers -----------------------------------------------------------------
 
-  var el = window.envlab.dom.el;
-  var byId = window.envlab.dom.byId;
+  var el = window.envlab.dom.el, byId = window.envlab.dom.byId; // static/js/dom.js
 
   function show(value) {
     if (typeof value === "string") return value;

@@ -38,13 +38,9 @@
   });
   eventsList.dataset.lastEvent = String(lastEventId);
 
-  var el = window.envlab.dom.el;
-  var byId = window.envlab.dom.byId;
-  var setText = window.envlab.dom.setText;
-  var HttpError = window.envlab.http.HttpError;
-  var getJson = window.envlab.http.getJson;
-  var sameOriginPath = window.envlab.http.sameOriginPath;
-  var sleep = window.envlab.http.sleep;
+  var dom = window.envlab.dom, http = window.envlab.http; // static/js/dom.js, http.js
+  var el = dom.el, byId = dom.byId, setText = dom.setText;
+  var HttpError = http.HttpError, getJson = http.getJson, sameOriginPath = http.sameOriginPath, sleep = http.sleep;
 
   function pad(n) {
     return n < 10 ? "0" + n : String(n);

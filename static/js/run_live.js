@@ -45,12 +45,9 @@
 
   // --- small helpers -----------------------------------------------------------------
 
-  var el = window.envlab.dom.el;
-  var byId = window.envlab.dom.byId;
-  var setText = window.envlab.dom.setText;
-  var getJson = window.envlab.http.getJson;
-  var sameOriginPath = window.envlab.http.sameOriginPath;
-  var sleep = window.envlab.http.sleep;
+  var dom = window.envlab.dom, http = window.envlab.http; // static/js/dom.js, http.js
+  var el = dom.el, byId = dom.byId, setText = dom.setText;
+  var getJson = http.getJson, sameOriginPath = http.sameOriginPath, sleep = http.sleep;
 
   function setLastSeq(seq) {
     if (seq > state.lastSeq) {
