@@ -101,5 +101,5 @@
   }
 
   var envlab = (window.envlab = window.envlab || {});
-  envlab.liveSocket = { open: open, backoff: backoff };
+  envlab.liveSocket = { open: open };
 })();
