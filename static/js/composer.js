@@ -20,7 +20,7 @@
   catalog.environments.forEach(function (env) { envKeys[env.name] = env.key; });
   var csrf = (document.querySelector("input[name=csrfmiddlewaretoken]") || {}).value || "";
 
-  function byId(id) { return document.getElementById(id); }
+  var byId = window.envlab.dom.byId;
 
   function el(tag, attrs, text) {
     var node = document.createElement(tag);
@@ -510,8 +510,7 @@
 
   function follow(id, mine, failures) {
     var status = byId("fresh-episode-status");
-    fetch(data.urls.job_api.replace("{id}", String(id)), { credentials: "same-origin", headers: { Accept: "application/json" } })
-      .then(function (response) { if (!response.ok) throw new Error(String(response.status)); return response.json(); })
+    window.envlab.http.getJson(data.urls.job_api.replace("{id}", String(id)))
       .then(function (job) {
         if (mine !== playing) return;
         if (job.status === "succeeded") { status.textContent = ""; freshShown(id, job.result); return; }

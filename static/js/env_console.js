@@ -25,20 +25,11 @@
   };
   var MAX_LOG_ENTRIES = 500;
 
-  var state = { socket: null, retries: 0, stopped: false, ready: false, prompt: null };
+  var state = { socket: null, ready: false, prompt: null }; // socket: static/js/live_socket.js
 
   // --- small helpers -----------------------------------------------------------------
 
-  function el(tag, className, text) {
-    var node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
-
-  function byId(id) {
-    return document.getElementById(id);
-  }
+  var el = window.envlab.dom.el, byId = window.envlab.dom.byId; // static/js/dom.js
 
   function show(value) {
     if (typeof value === "string") return value;
@@ -65,8 +56,7 @@
   }
 
   function send(message) {
-    var socket = state.socket;
-    if (!socket || socket.readyState !== WebSocket.OPEN) {
+    if (!state.socket.isOpen()) {
       note("Not connected: the message was not sent.");
       return false;
     }
@@ -75,8 +65,7 @@
       note("Too large: a message may be at most " + Math.floor(cfg.max_message_bytes / 1024) + " kB.");
       return false;
     }
-    socket.send(text);
-    return true;
+    return state.socket.send(text);
   }
 
   // --- transcript ----------------------------------------------------------------------
@@ -294,7 +283,7 @@
     if (message.type === "status") {
       setLive("connecting", show(message.message));
     } else if (message.type === "tools") {
-      state.retries = 0;
+      state.socket.resetBackoff();
       renderTools(message.tools);
       setLive("live");
       setReady(true);
@@ -323,40 +312,17 @@
     }
   }
 
-  function connect() {
-    if (state.stopped) return;
-    var scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
-    var socket = new WebSocket(scheme + "//" + window.location.host + cfg.ws_path);
-    state.socket = socket;
-    setLive(state.retries ? "reconnecting" : "connecting");
-    socket.onmessage = function (event) {
-      var message;
-      try {
-        message = JSON.parse(event.data);
-      } catch (e) {
-        return;
-      }
-      handle(message);
-    };
-    socket.onclose = function (event) {
-      if (state.socket !== socket) return;
-      state.socket = null;
+  state.socket = window.envlab.liveSocket.open({
+    path: cfg.ws_path,
+    noRetry: NO_RETRY_CODES,
+    onState: setLive,
+    onMessage: handle,
+    onClose: function () {
       setReady(false);
       if (root.dataset.episode === "running") {
         root.dataset.episode = "none";
         note("Connection lost: the episode ended with it. Reset to start again.");
       }
-      if (NO_RETRY_CODES[event.code]) {
-        state.stopped = true;
-        setLive("closed", "closed: " + NO_RETRY_CODES[event.code]);
-        return;
-      }
-      state.retries += 1;
-      var delay = Math.min(30000, 500 * Math.pow(2, Math.min(state.retries - 1, 6))) + Math.random() * 250;
-      setLive("reconnecting");
-      setTimeout(connect, delay);
-    };
-  }
-
-  connect();
+    },
+  });
 })();

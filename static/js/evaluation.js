@@ -5,12 +5,7 @@
   var page = document.getElementById("evaluation-page");
   if (!page) return;
 
-  function el(tag, cls, text) {
-    var node = document.createElement(tag);
-    if (cls) node.className = cls;
-    if (text !== undefined && text !== null) node.textContent = String(text); // never HTML
-    return node;
-  }
+  var el = window.envlab.dom.el; // text only, never HTML
 
   // --- sortable table -------------------------------------------------------------------
   var table = document.getElementById("results-table");
@@ -80,8 +75,7 @@
   var status = page.getAttribute("data-status");
   if (status === "queued" || status === "running") {
     var timer = setInterval(function () {
-      fetch(page.getAttribute("data-api"), { credentials: "same-origin", headers: { Accept: "application/json" } })
-        .then(function (response) { return response.ok ? response.json() : null; })
+      window.envlab.http.getJsonOrNull(page.getAttribute("data-api"))
         .then(function (body) {
           if (!body) return;
           var bar = document.getElementById("evaluation-progress");

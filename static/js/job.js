@@ -5,7 +5,7 @@
   var root = document.getElementById("job-page");
   if (!root) return;
 
-  function byId(id) { return document.getElementById(id); }
+  var byId = window.envlab.dom.byId;
 
   function bars(div, name, hist) {
     if (!window.Plotly || !hist) return;
@@ -53,8 +53,7 @@
   }
 
   function poll() {
-    fetch(root.dataset.api, { credentials: "same-origin", headers: { Accept: "application/json" } })
-      .then(function (response) { return response.ok ? response.json() : null; })
+    window.envlab.http.getJsonOrNull(root.dataset.api)
       .then(function (job) {
         if (!job) return;
         show(job);

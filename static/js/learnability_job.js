@@ -9,7 +9,7 @@
   if (!root || !holder) return;
   var drawn = false;
 
-  function byId(id) { return document.getElementById(id); }
+  var byId = window.envlab.dom.byId;
 
   function cell(row, text, cls) {
     var td = document.createElement("td");
@@ -97,8 +97,7 @@
   }
 
   function load() {
-    fetch(root.dataset.api, { credentials: "same-origin", headers: { Accept: "application/json" } })
-      .then(function (response) { return response.ok ? response.json() : null; })
+    window.envlab.http.getJsonOrNull(root.dataset.api)
       .then(function (job) { if (job && job.status === "succeeded") show(job.result); })
       .catch(function () { window.setTimeout(load, 5000); });
   }

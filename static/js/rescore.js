@@ -5,7 +5,7 @@
 (function () {
   "use strict";
 
-  function byId(id) { return document.getElementById(id); }
+  var byId = window.envlab.dom.byId;
 
   function fmt(value, digits) {
     if (value === null || value === undefined) return "—";

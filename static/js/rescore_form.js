@@ -23,8 +23,8 @@
     }).join(" · ");
   }
 
-  fetch(form.dataset.recipes, { credentials: "same-origin", headers: { Accept: "application/json" } })
-    .then(function (response) { return response.ok ? response.json() : []; })
+  window.envlab.http.getJsonOrNull(form.dataset.recipes)
+    .then(function (body) { return body || []; })
     .then(function (recipes) {
       select.textContent = "";
       if (!recipes.length) {

@@ -31,24 +31,11 @@
   var GAP = 8; // px between rows, inside ROW_HEIGHT
   var RETRY_MS = 2000;
 
-  function el(tag, className, text) {
-    var node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
+  var el = window.envlab.dom.el;
+  var getJson = window.envlab.http.getJson;
 
   function formatNumber(value) {
     return typeof value === "number" && isFinite(value) ? value.toFixed(3) : "—";
-  }
-
-  function getJson(url) {
-    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } }).then(
-      function (response) {
-        if (!response.ok) throw new Error(url + " answered HTTP " + response.status);
-        return response.json();
-      }
-    );
   }
 
   function messageText(content) {

@@ -38,46 +38,9 @@
   });
   eventsList.dataset.lastEvent = String(lastEventId);
 
-  function byId(id) {
-    return document.getElementById(id);
-  }
-
-  function el(tag, className, text) {
-    var node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
-
-  function setText(id, text) {
-    var node = byId(id);
-    if (node && node.textContent !== text) node.textContent = text;
-  }
-
-  function sleep(ms) {
-    return new Promise(function (resolve) {
-      setTimeout(resolve, ms);
-    });
-  }
-
-  function HttpError(url, status) {
-    this.message = url + " answered HTTP " + status;
-    this.status = status;
-  }
-
-  function getJson(url) {
-    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } }).then(
-      function (response) {
-        if (!response.ok) throw new HttpError(url, response.status);
-        return response.json();
-      }
-    );
-  }
-
-  function sameOriginPath(url) {
-    var parsed = new URL(url, window.location.href);
-    return parsed.pathname + parsed.search;
-  }
+  var dom = window.envlab.dom, http = window.envlab.http; // static/js/dom.js, http.js
+  var el = dom.el, byId = dom.byId, setText = dom.setText;
+  var HttpError = http.HttpError, getJson = http.getJson, sameOriginPath = http.sameOriginPath, sleep = http.sleep;
 
   function pad(n) {
     return n < 10 ? "0" + n : String(n);

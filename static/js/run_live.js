@@ -21,6 +21,7 @@
   var chartSpecs = JSON.parse(document.getElementById("run-charts").textContent);
 
   var NO_RETRY_CODES = { 4401: "not logged in", 4404: "run not found" };
+  var socket = null; // static/js/live_socket.js, opened once the page is drawn
   var ROLLOUT_PAGE = 200;
   var FLUSH_MS = 100;
 
@@ -28,9 +29,6 @@
     lastSeq: Number(cfg.last_seq) || 0,
     syncing: false,
     buffer: [],
-    socket: null,
-    retries: 0,
-    stopped: false,
     run: {
       status: cfg.status,
       step: cfg.step,
@@ -47,43 +45,9 @@
 
   // --- small helpers -----------------------------------------------------------------
 
-  function el(tag, className, text) {
-    var node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
-
-  function byId(id) {
-    return document.getElementById(id);
-  }
-
-  function setText(id, text) {
-    var node = byId(id);
-    if (node) node.textContent = text;
-  }
-
-  function sleep(ms) {
-    return new Promise(function (resolve) {
-      setTimeout(resolve, ms);
-    });
-  }
-
-  function getJson(url) {
-    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } }).then(
-      function (response) {
-        if (!response.ok) throw new Error(url + " answered HTTP " + response.status);
-        return response.json();
-      }
-    );
-  }
-
-  function sameOriginPath(url) {
-    // `next` links are absolute and may carry the server's idea of the scheme; keep the
-    // page's own origin.
-    var parsed = new URL(url, window.location.href);
-    return parsed.pathname + parsed.search;
-  }
+  var dom = window.envlab.dom, http = window.envlab.http; // static/js/dom.js, http.js
+  var el = dom.el, byId = dom.byId, setText = dom.setText;
+  var getJson = http.getJson, sameOriginPath = http.sameOriginPath, sleep = http.sleep;
 
   function setLastSeq(seq) {
     if (seq > state.lastSeq) {
@@ -804,10 +768,7 @@
         return (Number(a.seq) || 0) - (Number(b.seq) || 0);
       });
       buffered.forEach(handle);
-      if (!state.syncing) {
-        var open = state.socket && state.socket.readyState === WebSocket.OPEN;
-        setLive(open ? "live" : "reconnecting");
-      }
+      if (!state.syncing) setLive(socket && socket.isOpen() ? "live" : "reconnecting");
     })();
     return catchUpRun;
   }
@@ -815,7 +776,7 @@
   function handle(message) {
     if (!message || typeof message !== "object") return;
     if (message.type === "snapshot") {
-      state.retries = 0;
+      socket.resetBackoff();
       applyRunSnapshot(message);
       state.buffer = [];
       catchUp(Number(message.seq) || 0);
@@ -859,39 +820,6 @@
     }
   }
 
-  function connect() {
-    if (state.stopped) return;
-    var scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
-    var socket = new WebSocket(scheme + "//" + window.location.host + cfg.ws_path);
-    state.socket = socket;
-    setLive(state.retries ? "reconnecting" : "connecting");
-    socket.onmessage = function (event) {
-      var message;
-      try {
-        message = JSON.parse(event.data);
-      } catch (e) {
-        return;
-      }
-      handle(message);
-      // Every message, for the other parts of the page (run_facts.js); they read over REST.
-      document.dispatchEvent(new CustomEvent("envlab:run-message", { detail: message }));
-    };
-    socket.onclose = function (event) {
-      if (state.socket !== socket) return;
-      state.socket = null;
-      if (NO_RETRY_CODES[event.code]) {
-        state.stopped = true;
-        setLive("closed", "closed: " + NO_RETRY_CODES[event.code]);
-        return;
-      }
-      state.retries += 1;
-      var delay = Math.min(30000, 500 * Math.pow(2, Math.min(state.retries - 1, 6)));
-      delay += Math.random() * 250;
-      setLive("reconnecting");
-      setTimeout(connect, delay);
-    };
-  }
-
   initialCharts();
   renderRun();
   setInterval(tick, 500);
@@ -902,5 +830,14 @@
       if (chart.div) chart.div.appendChild(el("p", "muted", "Charts unavailable: plotly.js did not load."));
     });
   }
-  connect();
+  socket = window.envlab.liveSocket.open({
+    path: cfg.ws_path,
+    noRetry: NO_RETRY_CODES,
+    onState: setLive,
+    onMessage: function (message) {
+      handle(message);
+      // Every message, for the other parts of the page (run_facts.js); they read over REST.
+      document.dispatchEvent(new CustomEvent("envlab:run-message", { detail: message }));
+    },
+  });
 })();

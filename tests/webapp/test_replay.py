@@ -96,6 +96,8 @@ def test_owner_opens_a_rollout_replay_with_the_episode_embedded_as_json(owner, c
     assert data["back_url"] == f"/runs/{catch_run.pk}/#rollout-3"
     scripts = re.findall(r'<script src="([^"]+)"', html)
     assert scripts == [
+        "/static/js/dom.js",  # base.html: the helpers registry.js hands the renderers
+        "/static/js/http.js",
         "/static/js/replay/registry.js",
         "/static/js/replay/transcript.js",
         "/static/js/replay/catch.js",

@@ -3,22 +3,11 @@
 //   EnvlabReplay.register("catch", { render: function (target, view) { ... } });
 // `view` is { episode, turns, index, initialText }; turns[i] (i >= 1) has `calls`
 // [{name, arguments}], `results` [{name, text, error}], `text` and `think`.
-// Every piece of model or environment text goes through textContent (el/text below),
-// never parsed as HTML: it is untrusted.
+// Every piece of model or environment text goes through textContent (el, from
+// static/js/dom.js), never parsed as HTML: it is untrusted.
 (function () {
   "use strict";
   var renderers = {};
-
-  function el(tag, className, text) {
-    var node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
-
-  function clear(node) {
-    while (node.firstChild) node.removeChild(node.firstChild);
-  }
 
   // The environment's answers up to turn `index`, oldest first, with the turn each came in
   // (0 = the observation that came with the prompt).
@@ -39,8 +28,8 @@
     get: function (name) {
       return renderers[name] || renderers.transcript;
     },
-    el: el,
-    clear: clear,
+    el: window.envlab.dom.el,
+    clear: window.envlab.dom.clear,
     answersUpTo: answersUpTo,
   };
 })();

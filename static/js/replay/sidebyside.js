@@ -42,8 +42,7 @@
     var line = document.getElementById("sbs-progress-text");
     var timer = window.setInterval(function () {
       Promise.all(pending.map(function (evaluation) {
-        return fetch(evaluation.api, { credentials: "same-origin", headers: { Accept: "application/json" } })
-          .then(function (response) { return response.ok ? response.json() : null; })
+        return window.envlab.http.getJsonOrNull(evaluation.api)
           .catch(function () { return null; });
       })).then(function (bodies) {
         var done = 0, total = 0, active = false;

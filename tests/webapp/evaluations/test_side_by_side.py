@@ -131,6 +131,8 @@ def test_two_models_of_one_evaluation_show_in_columns_with_a_summary(owner):
     ]
     scripts = re.findall(r'<script src="([^"]+)"', html)
     assert scripts == [
+        "/static/js/dom.js",  # base.html: the helpers registry.js hands the renderers
+        "/static/js/http.js",
         "/static/js/replay/registry.js",
         "/static/js/replay/transcript.js",
         "/static/js/replay/wordle.js",
