@@ -144,7 +144,7 @@ def test_harbor_and_two_sources_are_refused(api, echo_url):
 
 
 def test_container_image_without_docker_says_so(api, owner, monkeypatch, settings):
-    from tests.conftest import grant
+    from tests.fixtures.accounts import grant
 
     grant(owner, "catalog.run_container")  # past the permission and registry checks
     settings.ENVLAB_IMAGE_REGISTRIES = ["ghcr.io/example/"]
