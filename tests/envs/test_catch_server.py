@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,14 +14,15 @@ from envs.catch import server as catch_server
 from envs.catch.client import open_catch_env
 from envs.catch.models import CatchAction, CatchObservation, CatchState
 from envs.catch.server import BuiltinCatch, CatchEnvironment, new_game, render_board
-from tests.envs.servers import free_port, run_env_server, run_server_command
+from tests.envs.servers import run_env_server
 from tests.envs.wire import (
-    CAPACITY_ERROR,
     NOT_STARTED_ERROR,
     SERVER_ENV,
     assert_openenv_validate_passes,
+    assert_session_refused,
     get_json,
     over_error,
+    two_session_server,
 )
 
 APP = "envs.catch.server:app"
@@ -295,22 +295,11 @@ def test_unknown_direction_is_refused_before_the_step(catch_url: str) -> None:
 
 
 def test_capacity_reached() -> None:
-    # Started the second supported way, ``python -m envs.catch.server --port N``.
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "envs.catch.server", "--port", str(port)]
-    with run_server_command(command, url, {**SERVER_ENV, "MAX_CONCURRENT_ENVS": "2"}):
+    with two_session_server("envs.catch.server") as url:
         with open_catch_env(url) as a, open_catch_env(url) as b:
             a.reset(seed=1)
             b.reset(seed=2)
-            third = open_catch_env(url)
-            try:
-                third.connect()  # the socket opens; the refusal comes as the first reply
-                with pytest.raises(RuntimeError) as excinfo:
-                    third.reset()
-                assert str(excinfo.value) == CAPACITY_ERROR
-            finally:
-                third.close()
+            assert_session_refused(open_catch_env(url))
             assert a.step(CatchAction(direction="stay")).observation.metadata["step_count"] == 1
 
 
