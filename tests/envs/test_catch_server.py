@@ -20,6 +20,7 @@ from tests.envs.wire import (
     SERVER_ENV,
     assert_openenv_validate_passes,
     assert_session_refused,
+    envlab_metadata,
     get_json,
     over_error,
     two_session_server,
@@ -133,18 +134,14 @@ def test_reset_rejects_a_bad_seed() -> None:
 def test_http_routes(catch_url: str) -> None:
     assert get_json(f"{catch_url}/health") == {"status": "healthy"}
     metadata = get_json(f"{catch_url}/metadata")
-    assert metadata == {
-        "name": "catch",
-        "description": (
+    assert metadata == envlab_metadata(
+        "catch",
+        (
             "OpenSpiel's catch on a 10x5 grid: move the paddle left, stay or right while "
             "the ball falls; +1 for a catch, -1 for a miss after 9 moves. reset takes a "
             f"seed (engine: {catch_server.ENGINE})."
         ),
-        "readme_content": None,
-        "version": "0.1.0",
-        "author": "envlab",
-        "documentation_url": None,
-    }
+    )
     schema = get_json(f"{catch_url}/schema")
     assert schema["action"]["title"] == "CatchAction"
     assert schema["action"]["required"] == ["direction"]

@@ -19,6 +19,7 @@ from tests.envs.wire import (
     SERVER_ENV,
     assert_openenv_validate_passes,
     assert_session_refused,
+    envlab_metadata,
     get_json,
     over_error,
     two_session_server,
@@ -90,14 +91,7 @@ def test_reset_rejects_bad_target() -> None:
 def test_http_routes(echo_url: str) -> None:
     assert get_json(f"{echo_url}/health") == {"status": "healthy"}
     metadata = get_json(f"{echo_url}/metadata")
-    assert metadata == {
-        "name": "echo",
-        "description": metadata["description"],
-        "readme_content": None,
-        "version": "0.1.0",
-        "author": "envlab",
-        "documentation_url": None,
-    }
+    assert metadata == envlab_metadata("echo", metadata["description"])
     assert metadata["description"].startswith("Echoes each message back")
     schema = get_json(f"{echo_url}/schema")
     assert set(schema) == {"action", "observation", "reset_observation", "state"}

@@ -26,6 +26,7 @@ from tests.envs.wire import (
     SERVER_ENV,
     assert_openenv_validate_passes,
     assert_session_refused,
+    envlab_metadata,
     get_json,
     over_error,
     two_session_server,
@@ -145,18 +146,14 @@ def test_reset_rejects_bad_arguments() -> None:
 def test_http_routes(sudoku_url: str) -> None:
     assert get_json(f"{sudoku_url}/health") == {"status": "healthy"}
     metadata = get_json(f"{sudoku_url}/metadata")
-    assert metadata == {
-        "name": "sudoku",
-        "description": (
+    assert metadata == envlab_metadata(
+        "sudoku",
+        (
             "Fill a seeded 9x9 sudoku one digit at a time (reset takes seed and blanks, "
             "1-64). Conflicting or overwriting moves are refused; the reward is the share "
             "of blanks filled correctly, 1.0 when solved."
         ),
-        "readme_content": None,
-        "version": "0.1.0",
-        "author": "envlab",
-        "documentation_url": None,
-    }
+    )
     schema = get_json(f"{sudoku_url}/schema")
     assert schema["action"]["title"] == "SudokuAction"
     assert schema["action"]["required"] == ["row", "column", "digit"]

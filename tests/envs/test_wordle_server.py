@@ -29,6 +29,7 @@ from tests.envs.wire import (
     SERVER_ENV,
     assert_openenv_validate_passes,
     assert_session_refused,
+    envlab_metadata,
     get_json,
     over_error,
     two_session_server,
@@ -168,14 +169,7 @@ def test_reset_validates_arguments() -> None:
 def test_http_routes(wordle_url: str) -> None:
     assert get_json(f"{wordle_url}/health") == {"status": "healthy"}
     meta = get_json(f"{wordle_url}/metadata")
-    assert meta == {
-        "name": "wordle",
-        "description": meta["description"],
-        "readme_content": None,
-        "version": "0.1.0",
-        "author": "envlab",
-        "documentation_url": None,
-    }
+    assert meta == envlab_metadata("wordle", meta["description"])
     assert meta["description"].startswith("Wordle: find a secret 5-letter word in 6 guesses")
     schema = get_json(f"{wordle_url}/schema")
     assert set(schema) == {"action", "observation", "reset_observation", "state"}

@@ -58,6 +58,18 @@ def assert_session_refused(client: Any) -> None:
         client.close()
 
 
+def envlab_metadata(name: str, description: str) -> dict[str, Any]:
+    """What `GET /metadata` answers for one of the bundled servers."""
+    return {
+        "name": name,
+        "description": description,
+        "readme_content": None,
+        "version": "0.1.0",
+        "author": "envlab",
+        "documentation_url": None,
+    }
+
+
 def get_json(url: str) -> Any:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(url, timeout=5) as response:
