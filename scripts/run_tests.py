@@ -38,14 +38,9 @@ def run(args: list[str], env: dict[str, str] | None = None) -> int:
     return subprocess.run(args, cwd=ROOT, env=env).returncode
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def main(argv: list[str]) -> int:
     sys.path.insert(0, str(ROOT))
+    from tests.support.ports import free_port
     from tests.support.redis_server import OWNED_FLAG, start_redis, stop_redis
 
     port = free_port()

@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-import redis
 
-from webapp.catalog.models import Environment
 from webapp.runs.demo import demo_config
 from webapp.runs.models import Run, RunEvent
 
@@ -20,23 +18,6 @@ NO_ECHO = (
     "no environment named 'echo' is registered: start the echo server and register it as "
     "'echo' on the Environments page"
 )
-
-
-@pytest.fixture
-def echo_env(echo_url, owner):
-    return Environment.objects.create(
-        owner=owner, name="echo", base_url=echo_url, capacity=64, metadata={"name": "echo"},
-        status="healthy",
-    )
-
-
-
-@pytest.fixture
-def broker(settings):
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    client.delete("train")
-    yield client
-    client.delete("train")  # no worker here: leave nothing for a later test's worker
 
 
 def test_demo_launch_queues_the_demo_config_and_returns_the_run(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import RunFactory
 from webapp.runs.models import Rollout, Run
 
 pytestmark = pytest.mark.django_db
@@ -13,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def run(owner):
-    run = Run.objects.create(owner=owner, name="paged", config={}, model="demo:echo", max_steps=3)
+    run = RunFactory(owner=owner, name="paged", max_steps=3)
     # seq 1..7: step 1 has seqs 1-3, step 2 has 4-7.
     Rollout.objects.bulk_create(
         [Rollout(run=run, seq=seq, step=1 if seq <= 3 else 2, env="echo") for seq in range(1, 8)]

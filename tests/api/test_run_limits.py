@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import redis
 
-from webapp.catalog.models import Environment
+from tests.factories import EnvironmentFactory
 from webapp.runs.models import Run, RunEvent
 
 pytestmark = pytest.mark.django_db
@@ -16,9 +15,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def echo_env(echo_url, owner):
-    return Environment.objects.create(
-        owner=owner, name="echo", base_url=echo_url, capacity=1024, metadata={"name": "echo"},
-        status="healthy",
+    """The suite's echo_env with room for every run these tests launch at once."""
+    return EnvironmentFactory(
+        owner=owner, name="echo", base_url=echo_url, capacity=1024, metadata={"name": "echo"}
     )
 
 
@@ -32,15 +31,6 @@ def models_dir(settings, tmp_path):
     settings.RUNS_DIR = tmp_path / "runs"
     settings.ENVLAB_MODEL_ROOTS = []
     return root
-
-
-@pytest.fixture
-def broker(settings):
-    """The real broker; the train queue is emptied after each test (no worker reads it here)."""
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    client.delete("train")
-    yield client
-    client.delete("train")
 
 
 def config(env_id: int, **overrides):

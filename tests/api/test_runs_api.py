@@ -12,15 +12,6 @@ from webapp.runs.models import Run
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def echo_env(echo_url, owner):
-    return Environment.objects.create(
-        owner=owner, name="echo", base_url=echo_url, capacity=64, metadata={"name": "echo"},
-        status="healthy",
-    )
-
-
-
 def config(env_id: int, **grpo):
     return {
         "name": "t",
@@ -173,11 +164,11 @@ def test_runs_are_private_to_their_owner(api, outsider_api, staff_api, operator_
 
 
 def test_seeing_a_run_is_not_changing_it(api, owner, django_user_model):
-    from tests.conftest import _token_client, grant
+    from tests.fixtures.accounts import grant, token_client
 
     run = Run.objects.create(owner=owner, name="mine", config={}, model="demo:echo", max_steps=3)
     viewer = grant(django_user_model.objects.create_user("viewer", is_staff=True), "runs.view_run")
-    viewer_api = _token_client(viewer)
+    viewer_api = token_client(viewer)
 
     assert viewer_api.get(f"/api/runs/{run.pk}/").status_code == 200
     cancel = viewer_api.post(f"/api/runs/{run.pk}/cancel/")

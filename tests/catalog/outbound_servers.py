@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from tests.support.ports import free_port, listening_socket, url_of
+
 
 @dataclass
 class Served:
@@ -61,11 +63,9 @@ def raw_server(head: bytes, drip: bytes = b"", interval: float = 0.2) -> Iterato
     when both are empty (a silent server)."""
     served = Served(url="")
     stop = threading.Event()
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
+    listener = listening_socket()
     listener.settimeout(0.1)
-    served.url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    served.url = url_of(listener)
     connections: list[socket.socket] = []
 
     def talk(conn: socket.socket) -> None:
@@ -105,6 +105,4 @@ def raw_server(head: bytes, drip: bytes = b"", interval: float = 0.2) -> Iterato
 
 
 def closed_port_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+    return f"http://127.0.0.1:{free_port()}"

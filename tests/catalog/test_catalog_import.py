@@ -24,8 +24,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
-from tests.conftest import grant
 from tests.envs.servers import free_port, is_healthy
+from tests.fixtures.accounts import grant
 from webapp.catalog import bundled
 from webapp.catalog.bundled import bundled_stop
 from webapp.catalog.models import BundledServer, CatalogSnapshot, Environment
@@ -567,13 +567,6 @@ def test_api_register_an_entry(api: Any, built_catalog: dict[str, Any], echo_url
 
 
 # --- pages ------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def owner_client(owner: User) -> Client:
-    client = Client()
-    client.force_login(owner)
-    return client
 
 
 def _rows(content: str) -> list[tuple[str, str]]:

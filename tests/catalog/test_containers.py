@@ -17,8 +17,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from tests.conftest import grant
 from tests.envs.servers import free_port
+from tests.fixtures.accounts import grant
 from webapp.catalog import services
 from webapp.catalog.models import Environment
 

@@ -18,8 +18,8 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.catalog.test_containers import CONTAINER_ID, FakeDocker, FakeProvider
-from tests.conftest import grant
 from tests.envs.servers import free_port, run_server_command
+from tests.fixtures.accounts import grant
 from webapp.catalog import probe, services
 from webapp.catalog.models import Environment
 from webapp.runs.models import Run
@@ -44,13 +44,6 @@ def ors_url() -> Iterator[str]:
     command = [sys.executable, "-m", "envs.ors.server", "--host", "127.0.0.1", "--port", str(port)]
     with run_server_command(command, url, {"OPENREWARD_DISABLE_UPDATE_CHECK": "1"}, startup_timeout=60):
         yield url
-
-
-@pytest.fixture
-def owner_client(owner: Any) -> Client:
-    client = Client()
-    client.force_login(owner)
-    return client
 
 
 def _catalog() -> list[tuple[Any, ...]]:

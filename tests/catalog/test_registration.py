@@ -10,7 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.envs.servers import free_port, run_env_server
+from tests.envs.servers import run_env_server
+from tests.support.ports import free_port, listening_socket, url_of
 from webapp.catalog.models import Environment
 from webapp.catalog.probe import probe_capacity
 
@@ -20,9 +21,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def silent_server() -> Iterator[str]:
     """Accepts connections and never answers: the slow server."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
+    listener = listening_socket()
     held: list[socket.socket] = []
     stop = threading.Event()
 
@@ -36,7 +35,7 @@ def silent_server() -> Iterator[str]:
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    yield url_of(listener)
     stop.set()
     thread.join()
     for conn in held:
@@ -145,7 +144,7 @@ def test_harbor_and_two_sources_are_refused(api, echo_url):
 
 
 def test_container_image_without_docker_says_so(api, owner, monkeypatch, settings):
-    from tests.conftest import grant
+    from tests.fixtures.accounts import grant
 
     grant(owner, "catalog.run_container")  # past the permission and registry checks
     settings.ENVLAB_IMAGE_REGISTRIES = ["ghcr.io/example/"]

@@ -17,7 +17,10 @@ from tests.e2e.helpers import metric_steps, register_echo, wait_status
 from webapp.runs.demo import demo_config
 from webapp.runs.models import MetricPoint, Run, RunEvent
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+# The 30-step demo run may take its whole 900 s wait, more than the default timeout allows.
+pytestmark = [
+    pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.timeout(1200),
+]
 
 # The e2e suite's `demo:echo` is the fast "test" variant; the demo build gets its own name.
 LEARNING_MODEL = "demo:echo-learns"

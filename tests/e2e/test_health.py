@@ -42,14 +42,6 @@ def test_equal_groups_raise_zero_variance_and_the_run_succeeds_with_warnings(api
     assert listed[run_id]["status_display"] == "succeeded, with warnings"
 
 
-@pytest.fixture(scope="module")
-def broken_echo_url():
-    from tests.envs.servers import run_env_server
-
-    with run_env_server("tests.support.broken_echo:app") as url:
-        yield url
-
-
 def test_a_server_whose_every_tool_call_fails_gets_tool_failures_naming_the_tool(api, broken_echo_url, worker):
     env_id = register_echo(api, broken_echo_url)
     # Room for the error text: TRL drops a tool result that would overrun the completion.

@@ -21,7 +21,8 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from django.conf import settings
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# The command alone may take 900 s (its subprocess timeout below), more than the default.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parents[2]
 EPISODES = 4  # --quick's evaluation episodes

@@ -197,14 +197,6 @@ def test_facts_events_banner_and_badge_follow_the_run_and_survive_a_dropped_sock
     page.close()
 
 
-@pytest.fixture(scope="module")
-def broken_echo_url():
-    from tests.envs.servers import run_env_server
-
-    with run_env_server("tests.support.broken_echo:app") as url:
-        yield url
-
-
 def test_a_real_run_raises_its_alert_on_the_open_page_and_ends_with_warnings(
     browser, api, owner, web, broken_echo_url, worker
 ):

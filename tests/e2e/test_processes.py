@@ -18,7 +18,11 @@ from tests.e2e.helpers import metric_steps, register_echo, run_config, wait_for,
 from tests.support.processes import worker_child_pids
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+# A run, its cancel and its resume wait up to 760 s in all: more than the default timeout
+# leaves once the first test has built the demo model and started the worker.
+pytestmark = [
+    pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.timeout(1200),
+]
 
 
 def _config(env_id: int, **grpo) -> dict:

@@ -20,7 +20,10 @@ from tests.envs.servers import run_env_server
 from webapp.runs.checkpoints import warmup_model_dir
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+# The two warm-ups and their runs wait up to 1,070 s in all, more than the default timeout.
+pytestmark = [
+    pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.timeout(1500),
+]
 
 SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
 BASE_MODEL = "demo:catch-random"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,14 +14,16 @@ from envs.catch import server as catch_server
 from envs.catch.client import open_catch_env
 from envs.catch.models import CatchAction, CatchObservation, CatchState
 from envs.catch.server import BuiltinCatch, CatchEnvironment, new_game, render_board
-from tests.envs.servers import free_port, run_env_server, run_server_command
+from tests.envs.servers import run_env_server
 from tests.envs.wire import (
-    CAPACITY_ERROR,
     NOT_STARTED_ERROR,
     SERVER_ENV,
     assert_openenv_validate_passes,
+    assert_session_refused,
+    envlab_metadata,
     get_json,
     over_error,
+    two_session_server,
 )
 
 APP = "envs.catch.server:app"
@@ -133,18 +134,14 @@ def test_reset_rejects_a_bad_seed() -> None:
 def test_http_routes(catch_url: str) -> None:
     assert get_json(f"{catch_url}/health") == {"status": "healthy"}
     metadata = get_json(f"{catch_url}/metadata")
-    assert metadata == {
-        "name": "catch",
-        "description": (
+    assert metadata == envlab_metadata(
+        "catch",
+        (
             "OpenSpiel's catch on a 10x5 grid: move the paddle left, stay or right while "
             "the ball falls; +1 for a catch, -1 for a miss after 9 moves. reset takes a "
             f"seed (engine: {catch_server.ENGINE})."
         ),
-        "readme_content": None,
-        "version": "0.1.0",
-        "author": "envlab",
-        "documentation_url": None,
-    }
+    )
     schema = get_json(f"{catch_url}/schema")
     assert schema["action"]["title"] == "CatchAction"
     assert schema["action"]["required"] == ["direction"]
@@ -295,22 +292,11 @@ def test_unknown_direction_is_refused_before_the_step(catch_url: str) -> None:
 
 
 def test_capacity_reached() -> None:
-    # Started the second supported way, ``python -m envs.catch.server --port N``.
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "envs.catch.server", "--port", str(port)]
-    with run_server_command(command, url, {**SERVER_ENV, "MAX_CONCURRENT_ENVS": "2"}):
+    with two_session_server("envs.catch.server") as url:
         with open_catch_env(url) as a, open_catch_env(url) as b:
             a.reset(seed=1)
             b.reset(seed=2)
-            third = open_catch_env(url)
-            try:
-                third.connect()  # the socket opens; the refusal comes as the first reply
-                with pytest.raises(RuntimeError) as excinfo:
-                    third.reset()
-                assert str(excinfo.value) == CAPACITY_ERROR
-            finally:
-                third.close()
+            assert_session_refused(open_catch_env(url))
             assert a.step(CatchAction(direction="stay")).observation.metadata["step_count"] == 1
 
 

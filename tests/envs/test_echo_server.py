@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,14 +13,16 @@ from envs.common import max_concurrent_envs
 from envs.echo.client import EchoEnv, open_echo_env
 from envs.echo.models import EchoAction, EchoState
 from envs.echo.server import EchoEnvironment, score
-from tests.envs.servers import free_port, run_env_server, run_server_command
+from tests.envs.servers import free_port, run_env_server
 from tests.envs.wire import (
-    CAPACITY_ERROR,
     NOT_STARTED_ERROR,
     SERVER_ENV,
     assert_openenv_validate_passes,
+    assert_session_refused,
+    envlab_metadata,
     get_json,
     over_error,
+    two_session_server,
 )
 
 pytestmark: list[pytest.MarkDecorator] = []
@@ -90,14 +91,7 @@ def test_reset_rejects_bad_target() -> None:
 def test_http_routes(echo_url: str) -> None:
     assert get_json(f"{echo_url}/health") == {"status": "healthy"}
     metadata = get_json(f"{echo_url}/metadata")
-    assert metadata == {
-        "name": "echo",
-        "description": metadata["description"],
-        "readme_content": None,
-        "version": "0.1.0",
-        "author": "envlab",
-        "documentation_url": None,
-    }
+    assert metadata == envlab_metadata("echo", metadata["description"])
     assert metadata["description"].startswith("Echoes each message back")
     schema = get_json(f"{echo_url}/schema")
     assert set(schema) == {"action", "observation", "reset_observation", "state"}
@@ -240,22 +234,11 @@ def test_wire_protocol_validation_error(echo_url: str) -> None:
 
 
 def test_capacity_reached() -> None:
-    # Started the second supported way, ``python -m envs.echo.server --port N``.
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "envs.echo.server", "--port", str(port)]
-    with run_server_command(command, url, {**SERVER_ENV, "MAX_CONCURRENT_ENVS": "2"}):
+    with two_session_server("envs.echo.server") as url:
         with open_echo_env(url) as a, open_echo_env(url) as b:
             a.reset()
             b.reset()
-            third = open_echo_env(url)
-            try:
-                third.connect()  # the socket opens; the refusal comes as the first reply
-                with pytest.raises(RuntimeError) as excinfo:
-                    third.reset()
-                assert str(excinfo.value) == CAPACITY_ERROR
-            finally:
-                third.close()
+            assert_session_refused(open_echo_env(url))
             assert a.step(EchoAction(message="still here")).reward == 0.0
         # Both sessions closed: slots are free again.
         with open_echo_env(url) as a, open_echo_env(url) as b:

@@ -6,7 +6,6 @@ episode's seed; the server never reveals it.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,13 +21,15 @@ from envs.sudoku.server import (
     generate_puzzle,
     render_grid,
 )
-from tests.envs.servers import free_port, run_env_server, run_server_command
+from tests.envs.servers import run_env_server
 from tests.envs.wire import (
-    CAPACITY_ERROR,
     SERVER_ENV,
     assert_openenv_validate_passes,
+    assert_session_refused,
+    envlab_metadata,
     get_json,
     over_error,
+    two_session_server,
 )
 
 APP = "envs.sudoku.server:app"
@@ -145,18 +146,14 @@ def test_reset_rejects_bad_arguments() -> None:
 def test_http_routes(sudoku_url: str) -> None:
     assert get_json(f"{sudoku_url}/health") == {"status": "healthy"}
     metadata = get_json(f"{sudoku_url}/metadata")
-    assert metadata == {
-        "name": "sudoku",
-        "description": (
+    assert metadata == envlab_metadata(
+        "sudoku",
+        (
             "Fill a seeded 9x9 sudoku one digit at a time (reset takes seed and blanks, "
             "1-64). Conflicting or overwriting moves are refused; the reward is the share "
             "of blanks filled correctly, 1.0 when solved."
         ),
-        "readme_content": None,
-        "version": "0.1.0",
-        "author": "envlab",
-        "documentation_url": None,
-    }
+    )
     schema = get_json(f"{sudoku_url}/schema")
     assert schema["action"]["title"] == "SudokuAction"
     assert schema["action"]["required"] == ["row", "column", "digit"]
@@ -364,22 +361,11 @@ def test_bad_reset_over_the_wire(sudoku_url: str, options: dict[str, Any], messa
 
 
 def test_capacity_reached() -> None:
-    # Started the second supported way, ``python -m envs.sudoku.server --port N``.
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "envs.sudoku.server", "--port", str(port)]
-    with run_server_command(command, url, {**SERVER_ENV, "MAX_CONCURRENT_ENVS": "2"}):
+    with two_session_server("envs.sudoku.server") as url:
         with open_sudoku_env(url) as a, open_sudoku_env(url) as b:
             a.reset(seed=1)
             b.reset(seed=2)
-            third = open_sudoku_env(url)
-            try:
-                third.connect()  # the socket opens; the refusal comes as the first reply
-                with pytest.raises(RuntimeError) as excinfo:
-                    third.reset()
-                assert str(excinfo.value) == CAPACITY_ERROR
-            finally:
-                third.close()
+            assert_session_refused(open_sudoku_env(url))
             step = a.step(SudokuAction(row=1, column=1, digit=1))
             assert step.observation.metadata["step_count"] == 1
 

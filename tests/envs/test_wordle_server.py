@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,14 +23,16 @@ from envs.wordle.server import (
     score_guess,
     secret_for_seed,
 )
-from tests.envs.servers import free_port, run_env_server, run_server_command
+from tests.envs.servers import run_env_server
 from tests.envs.wire import (
-    CAPACITY_ERROR,
     NOT_STARTED_ERROR,
     SERVER_ENV,
     assert_openenv_validate_passes,
+    assert_session_refused,
+    envlab_metadata,
     get_json,
     over_error,
+    two_session_server,
 )
 
 APP = "envs.wordle.server:app"
@@ -168,14 +169,7 @@ def test_reset_validates_arguments() -> None:
 def test_http_routes(wordle_url: str) -> None:
     assert get_json(f"{wordle_url}/health") == {"status": "healthy"}
     meta = get_json(f"{wordle_url}/metadata")
-    assert meta == {
-        "name": "wordle",
-        "description": meta["description"],
-        "readme_content": None,
-        "version": "0.1.0",
-        "author": "envlab",
-        "documentation_url": None,
-    }
+    assert meta == envlab_metadata("wordle", meta["description"])
     assert meta["description"].startswith("Wordle: find a secret 5-letter word in 6 guesses")
     schema = get_json(f"{wordle_url}/schema")
     assert set(schema) == {"action", "observation", "reset_observation", "state"}
@@ -389,22 +383,11 @@ def test_overlong_guess_is_a_validation_error_and_no_step(wordle_url: str) -> No
 
 
 def test_capacity_reached() -> None:
-    # Started the second supported way, ``python -m envs.wordle.server --port N``.
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "envs.wordle.server", "--port", str(port)]
-    with run_server_command(command, url, {**SERVER_ENV, "MAX_CONCURRENT_ENVS": "2"}):
+    with two_session_server("envs.wordle.server") as url:
         with open_wordle_env(url) as a, open_wordle_env(url) as b:
             a.reset(word="crane")
             b.reset()
-            third = open_wordle_env(url)
-            try:
-                third.connect()  # the socket opens; the refusal comes as the first reply
-                with pytest.raises(RuntimeError) as excinfo:
-                    third.reset()
-                assert str(excinfo.value) == CAPACITY_ERROR
-            finally:
-                third.close()
+            assert_session_refused(open_wordle_env(url))
             assert a.step(WordleAction(guess="crane")).reward == 1.0
         # Both sessions closed: slots are free again.
         with open_wordle_env(url) as a, open_wordle_env(url) as b:

@@ -7,8 +7,15 @@ import json
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+from tests.envs.servers import run_server_command
+from tests.support.ports import free_port
 
 SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
 CAPACITY_ERROR = (
@@ -26,6 +33,41 @@ def over_error(episode_id: str) -> str:
         f"Server error: Episode {episode_id} is over: call reset() to start a new one "
         "(code: EXECUTION_ERROR)"
     )
+
+
+@contextmanager
+def two_session_server(module: str) -> Iterator[str]:
+    """`python -m <module> --port N`, the second supported way to start a server, with room
+    for two sessions: its URL."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", module, "--port", str(port)]
+    with run_server_command(command, url, {**SERVER_ENV, "MAX_CONCURRENT_ENVS": "2"}):
+        yield url
+
+
+def assert_session_refused(client: Any) -> None:
+    """A client of a full server: its socket opens, and the refusal comes as the first reply
+    (to its reset). The client is closed."""
+    try:
+        client.connect()
+        with pytest.raises(RuntimeError) as excinfo:
+            client.reset()
+        assert str(excinfo.value) == CAPACITY_ERROR
+    finally:
+        client.close()
+
+
+def envlab_metadata(name: str, description: str) -> dict[str, Any]:
+    """What `GET /metadata` answers for one of the bundled servers."""
+    return {
+        "name": name,
+        "description": description,
+        "readme_content": None,
+        "version": "0.1.0",
+        "author": "envlab",
+        "documentation_url": None,
+    }
 
 
 def get_json(url: str) -> Any:

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from tests.factories import RunFactory
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 from webapp.runs.services import (
     run_claim,
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def run(owner):
-    return Run.objects.create(owner=owner, name="r", config={}, model="demo:echo", max_steps=10)
+    return RunFactory(owner=owner, name="r", max_steps=10)
 
 
 def test_first_claim_wins_and_a_duplicate_is_busy(run):

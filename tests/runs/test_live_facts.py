@@ -12,6 +12,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
+from tests.factories import RunFactory
 from tests.runs.test_run_socket import _first_frame
 from tests.support.websocket import signed_in_headers
 from webapp.runs.live import run_group
@@ -33,7 +34,7 @@ XSS = "<img src=x onerror=alert(1)>"
 
 @pytest.fixture
 def run(owner: Any) -> Run:
-    return Run.objects.create(owner=owner, name="facts", config={}, model="demo:echo", max_steps=5)
+    return RunFactory(owner=owner, name="facts", max_steps=5)
 
 
 class Listener:

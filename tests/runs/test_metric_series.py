@@ -9,6 +9,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from tests.factories import RunFactory
 from webapp.runs.models import MetricPoint, MetricTier, MetricTierMark, Run
 from webapp.runs.selectors import run_metric_series
 from webapp.runs.services import run_rewind
@@ -83,7 +84,7 @@ def expected_tiers(points: list[tuple[int, float]], through: int) -> list[tuple[
 
 @pytest.fixture
 def run(owner):
-    return Run.objects.create(owner=owner, name="long", config={}, model="demo:echo", max_steps=STEPS)
+    return RunFactory(owner=owner, name="long", max_steps=STEPS)
 
 
 def test_a_one_step_spike_on_100k_steps_survives_500_points_through_tiers(run, api):
@@ -263,7 +264,7 @@ def test_fewer_than_four_points_keep_evenly_spread_ones(run):
 
 
 def test_a_run_without_metrics_gives_no_series(run, owner):
-    other = Run.objects.create(owner=owner, name="other", config={}, model="demo:echo", max_steps=3)
+    other = RunFactory(owner=owner, name="other", max_steps=3)
     add_points(other, "loss", [(1, 1.0)])
 
     assert run_metric_series(run=run, keys=None, max_points=500) == {}

@@ -8,21 +8,12 @@ import json
 from datetime import timedelta
 
 import pytest
-import redis
 from django.utils import timezone
 
 from webapp.runs.models import Run, RunEvent
 from webapp.runs.services import run_claim, run_requeue_unclaimed
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def broker(settings):
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    client.delete("train")
-    yield client
-    client.delete("train")  # no worker here: leave nothing for a later test's worker
 
 
 def _sent(broker) -> list[tuple[str, str]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import RunFactory
 from webapp.runs.models import MetricPoint, Run, RunEvent
 from webapp.runs.services import run_claim, run_phase_set, run_rewind, run_warmup_done
 
@@ -12,7 +13,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def run(owner):
-    run = Run.objects.create(owner=owner, name="r", config={}, model="demo:echo", max_steps=10)
+    run = RunFactory(owner=owner, name="r", max_steps=10)
     assert run_claim(run_id=run.pk, lease_owner="a", worker_name="w").outcome == "claimed"
     return run
 

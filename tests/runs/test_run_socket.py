@@ -17,6 +17,7 @@ from channels.routing import URLRouter
 from channels.security.websocket import AllowedHostsOriginValidator
 from django.urls import path
 
+from tests.factories import RunFactory
 from tests.support.websocket import WebsocketCommunicator, signed_in_headers
 from webapp.runs.consumers import RunConsumer
 from webapp.runs.models import Run
@@ -35,7 +36,7 @@ def _application(consumer: type[RunConsumer]) -> Any:
 
 @pytest.fixture
 def run(owner: Any) -> Run:
-    return Run.objects.create(owner=owner, name="mine", config={}, model="demo:echo", max_steps=3)
+    return RunFactory(owner=owner, name="mine", max_steps=3)
 
 
 def _first_frame(run: Run, headers: list[tuple[bytes, bytes]]) -> Any:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from envs.adapters.tool_metrics import ERROR_CLASSES
+from tests.factories import RunFactory
 from webapp.runs import views
 from webapp.runs.models import Rollout, Run
 from webapp.runs.telemetry import telemetry_record
@@ -60,9 +60,8 @@ def seq_of(run: Run, step: int, index: int) -> int:
 
 @pytest.fixture
 def run(owner) -> Run:
-    return Run.objects.create(
-        owner=owner, name="tools", config={}, model="demo:echo", max_steps=3,
-        status=Run.Status.RUNNING, lease_owner="lease",
+    return RunFactory(
+        owner=owner, name="tools", max_steps=3, status=Run.Status.RUNNING, lease_owner="lease"
     )
 
 
@@ -178,13 +177,6 @@ def test_api_schema_describes_the_endpoint(api):
 
 
 # --- the run page -----------------------------------------------------------------------
-
-
-@pytest.fixture
-def owner_client(owner) -> Client:
-    client = Client()
-    client.force_login(owner)
-    return client
 
 
 def test_run_page_shows_the_table_escaped_with_links_to_the_first_failures(three_steps, owner_client):

@@ -1,5 +1,6 @@
-"""Fixtures of the server-rendered pages' tests: signed-in clients and an echo environment
-row (no server behind it). The personas are tests/conftest.py's."""
+"""Fixtures of the server-rendered pages' tests: an echo environment row with no server behind
+it (the suite's echo_env has one) and an empty models folder. The personas and their clients
+are tests/fixtures/accounts.py's."""
 
 from __future__ import annotations
 
@@ -8,30 +9,18 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
 from django.utils import timezone
 
-from tests.webapp.pages import ECHO_TOOLS, signed_in
+from tests.factories import EnvironmentFactory
+from tests.webapp.pages import ECHO_TOOLS
 from webapp.catalog.models import Environment
 
 
 @pytest.fixture
-def owner_client(owner: User) -> Client:
-    return signed_in(owner)
-
-
-@pytest.fixture
-def outsider_client(outsider: User) -> Client:
-    return signed_in(outsider)
-
-
-@pytest.fixture
 def echo_env(owner: User) -> Environment:
-    return Environment.objects.create(
+    return EnvironmentFactory(
         owner=owner,
         name="echo",
-        base_url="http://127.0.0.1:9",
-        status=Environment.Status.HEALTHY,
         tools=ECHO_TOOLS,
         capacity=16,
         metadata={"name": "EchoEnvironment", "version": "1.0"},

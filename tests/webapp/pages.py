@@ -6,9 +6,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.contrib.auth.models import User
-from django.test import Client
-
 from webapp.catalog.models import Environment
 
 ECHO_TOOLS = [
@@ -70,7 +67,3 @@ def field_block(content: str, field_id: str) -> str:
     return match.group(1)
 
 
-def signed_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client

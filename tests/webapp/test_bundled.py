@@ -23,8 +23,8 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from tests.conftest import grant
 from tests.envs.servers import is_healthy
+from tests.fixtures.accounts import grant
 from webapp.catalog import bundled
 from webapp.catalog.bundled import (
     BUNDLED,

@@ -21,9 +21,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from tests.conftest import grant
 from tests.envs.servers import free_port
-from tests.webapp.conftest import signed_in
+from tests.fixtures.accounts import grant, signed_in
 from tests.webapp.pages import field_block, run_form_data
 from webapp.catalog.models import Environment
 from webapp.runs.config import parse_run_config

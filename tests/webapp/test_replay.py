@@ -9,7 +9,7 @@ import re
 import pytest
 from django.test import Client
 
-from tests.conftest import grant
+from tests.fixtures.accounts import grant
 from webapp.catalog.models import Environment
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.runs.models import Rollout, Run

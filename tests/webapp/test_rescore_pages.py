@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import grant
+from tests.fixtures.accounts import grant
 from webapp.jobs.models import Job
 from webapp.runs.models import Run
 

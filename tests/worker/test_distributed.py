@@ -168,7 +168,7 @@ def test_a_collective_with_a_dead_process_is_told_apart_from_an_ordinary_error()
     so the first process leaves the record to the task, which has the processes' log."""
     import subprocess
 
-    from worker.vllm_server import free_port
+    from tests.support.ports import free_port
 
     port = str(free_port())
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.server
 import inspect
-import socket
 import subprocess
 import sys
 import threading
@@ -34,7 +33,8 @@ from envs.adapters.generic import (
     list_mcp_tools,
     mcp_adapter_class,
 )
-from tests.envs.servers import REPO_ROOT, free_port, run_env_server
+from tests.envs.servers import REPO_ROOT, run_env_server
+from tests.support.ports import free_port, listening_socket, url_of
 
 ECHO_APP = "envs.echo.server:app"
 MCPDEMO_APP = "envs.mcpdemo.server:app"
@@ -155,10 +155,8 @@ def test_probes_report_unreachable_and_bad_urls() -> None:
 
 
 def test_probes_time_out_on_a_silent_server() -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as silent:
-        silent.bind(("127.0.0.1", 0))
-        silent.listen()  # accepts connections (in the backlog) and never answers
-        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    with listening_socket() as silent:  # accepts connections (in the backlog) and never answers
+        url = url_of(silent)
         started = time.monotonic()
         with pytest.raises(ConnectionError) as excinfo:
             detect_openenv_style(url, timeout=0.5)

@@ -8,6 +8,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
+from tests.factories import RunFactory
 from webapp.runs.live import run_group
 from webapp.runs.metric_keys import WALL_TIME_KEY
 from webapp.runs.models import MetricPoint, Rollout, Run
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def claimed_run(owner):
-    run = Run.objects.create(owner=owner, name="r", config={}, model="demo:echo", max_steps=10)
+    run = RunFactory(owner=owner, name="r", max_steps=10)
     run_claim(run_id=run.pk, lease_owner="lease-a", worker_name="w")
     return run
 

@@ -15,6 +15,7 @@ import pytest
 from django.db import OperationalError, connections
 from django.utils import timezone
 
+from tests.factories import RunFactory
 from webapp.runs.models import MetricPoint, Rollout, Run
 from webapp.runs.services import run_claim, run_mark_stale_interrupted, run_rewind
 from webapp.runs.telemetry import LeaseLost, telemetry_record
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def claimed_run(owner):
-    run = Run.objects.create(owner=owner, name="r", config={}, model="demo:echo", max_steps=100)
+    run = RunFactory(owner=owner, name="r", max_steps=100)
     run_claim(run_id=run.pk, lease_owner="lease-a", worker_name="w")
     return run
 

@@ -18,13 +18,6 @@ pytestmark = pytest.mark.django_db
 XSS = "<script>alert(1)</script>"
 
 
-@pytest.fixture
-def owner_client(owner) -> Client:
-    client = Client()
-    client.force_login(owner)
-    return client
-
-
 def test_the_form_queues_an_evaluation(owner_client, api, echo_url):
     env_id = register_echo(api, echo_url)
     page = owner_client.get("/evaluations/")

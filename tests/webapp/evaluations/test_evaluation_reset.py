@@ -7,17 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.helpers import register_echo
 from webapp.evaluations.models import Evaluation
 from webapp.runs.models import Run
 from worker.evaluation import evaluation_rows
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def echo_id(api, echo_url) -> int:
-    return register_echo(api, echo_url)
 
 
 def test_reset_arguments_reach_every_row(api, echo_id):

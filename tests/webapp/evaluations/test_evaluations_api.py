@@ -8,8 +8,7 @@ import json
 
 import pytest
 
-from tests.conftest import grant
-from tests.e2e.helpers import register_echo
+from tests.fixtures.accounts import grant
 from webapp.catalog.models import Environment
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.runs.models import Run
@@ -24,11 +23,6 @@ def built_model(settings, tmp_path):
     (tmp_path / "models" / "echo").mkdir(parents=True)
     (tmp_path / "models" / "echo" / "config.json").write_text("{}")
     return "demo:echo"
-
-
-@pytest.fixture
-def echo_id(api, echo_url) -> int:
-    return register_echo(api, echo_url)
 
 
 def _run_with_checkpoints(owner, env_id: int, runs_dir, steps=(2, 4)) -> Run:
@@ -253,9 +247,9 @@ def test_evaluations_are_private_to_their_owner(api, outsider_api, operator, ech
     assert [e["id"] for e in api.get("/api/evaluations/").json()] == [pk]
     assert Evaluation.objects.get().status == "queued"
 
-    from tests.conftest import _token_client
+    from tests.fixtures.accounts import token_client
 
-    viewer = _token_client(grant(operator, "evaluations.view_evaluation"))
+    viewer = token_client(grant(operator, "evaluations.view_evaluation"))
     assert viewer.get(f"/api/evaluations/{pk}/").status_code == 200
     refused = viewer.post(f"/api/evaluations/{pk}/cancel/")
     assert refused.status_code == 403

@@ -301,11 +301,6 @@ def test_the_evaluation_page_links_each_episode_to_its_side_by_side(owner):
 # --- the arena form and its service ------------------------------------------------------
 
 
-@pytest.fixture
-def echo_id(api, echo_url) -> int:
-    return register_echo(api, echo_url)
-
-
 def test_arena_reuses_a_stored_episode_and_queues_only_the_missing_model(owner, echo_id):
     from webapp.catalog.models import Environment
 
