@@ -116,9 +116,20 @@ def load_lab(folder: Path | str) -> BundledSpec:
     return spec
 
 
+# Folder -> the key its lab.py registered: a folder named twice (ENVLAB_ENVIRONMENTS and a
+# caller, say) is loaded once, as a second load would make a distinct spec with the same key.
+_FOLDERS: dict[Path, str] = {}
+
+
 def register_folder(folder: Path | str) -> BundledSpec:
-    """Register the environment whose `lab.py` is in `folder`."""
-    return register(load_lab(folder))
+    """Register the environment whose `lab.py` is in `folder` (once: again, the same spec)."""
+    path = Path(folder).resolve()
+    known = BUNDLED.get(_FOLDERS.get(path, ""))
+    if known is not None:
+        return known
+    spec = register(load_lab(path))
+    _FOLDERS[path] = spec.key
+    return spec
 
 
 for _key in BUNDLED_KEYS:
