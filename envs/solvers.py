@@ -25,16 +25,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from envs.registry import SpecTable
+
 RANDOM = "random"
 SOLVER = "solver"
 
-# Bundled environment key -> the solver class, by dotted path (imported on first use).
-SOLVERS: dict[str, str] = {
-    "echo": "envs.echo.solver.EchoSolver",
-    "wordle": "envs.wordle.solver.WordleSolver",
-    "catch": "envs.catch.solver.CatchSolver",
-    "sudoku": "envs.sudoku.solver.SudokuSolver",
-}
+# Bundled environment key -> the solver class, by dotted path (imported on first use): each
+# environment's lab spec (envs/<key>/lab.py) names its own.
+SOLVERS: Mapping[str, str] = SpecTable(lambda spec: spec.solver)
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,8 @@ from typing import Any
 
 from django.conf import settings
 
-from envs.adapters import bind_adapter
 from envs.solvers import policy_for
-from webapp.catalog.credentials import ors_credentials
+from webapp.catalog.adapters import environment_adapter
 from webapp.catalog.models import Environment
 from webapp.jobs.models import Job
 from webapp.jobs.services import job_heartbeat
@@ -113,8 +112,7 @@ def job_setup(job: Job, rows: int) -> tuple[list[RewardTerm], list[str], Any, li
     names = [term.name for _, term, _ in walk_terms(terms)]
     environment = Environment.objects.get(pk=params["environment"])
     env_name = str(params.get("name") or ENV_NAME)
-    adapter_class = bind_adapter(environment=environment, env_name=env_name, batch_size=1,
-                                 credentials=ors_credentials(environment, job.owner))
+    adapter_class = environment_adapter(environment, owner=job.owner, env_name=env_name, batch_size=1)
     item = RunEnvironment(environment=environment.pk, name=env_name, prompt=params["prompt"], rows=rows,
                           reset=params.get("reset") or {})
     return terms, names, adapter_class(), prompt_rows(item, random.Random(int(params["seed"])))

@@ -20,10 +20,9 @@ from typing import Any
 
 from django.conf import settings
 
-from envs.adapters import bind_adapter
 from envs.adapters.attributes import episode_attributes
 from envs.solvers import RANDOM, policy_for
-from webapp.catalog.credentials import ors_credentials
+from webapp.catalog.adapters import environment_adapter
 from webapp.catalog.models import Environment
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.evaluations.services import (
@@ -186,10 +185,8 @@ def _episode_record(
 def _play(evaluation: Evaluation, lease_owner: str, beat: _Heartbeat) -> None:
     if evaluation.environment_id is None:  # deleted since launch (SET_NULL)
         raise Environment.DoesNotExist("the evaluation's environment was deleted")
-    environment = Environment.objects.get(pk=evaluation.environment_id)
-    adapter_class = bind_adapter(
-        environment=environment, env_name=ENV_NAME, batch_size=1,
-        credentials=ors_credentials(environment, evaluation.owner),
+    adapter_class = environment_adapter(
+        evaluation.environment_id, owner=evaluation.owner, env_name=ENV_NAME, batch_size=1
     )
     rows = evaluation_rows(evaluation)
     for model_index, entry in enumerate(evaluation.model_specs):

@@ -22,14 +22,12 @@ from transformers import TrainerCallback  # noqa: E402
 from transformers.trainer_callback import PrinterCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from envs.adapters import (
-    bind_adapter,  # noqa: E402
-    toolstats,  # noqa: E402
-)
+from envs.adapters import toolstats  # noqa: E402
 from envs.adapters.base import ResetRefused  # noqa: E402
 from envs.adapters.router import router_class  # noqa: E402
 from envs.netguard import check_outbound_url  # noqa: E402
 from webapp.accounts.secrets import user_secret_value  # noqa: E402
+from webapp.catalog.adapters import environment_adapter  # noqa: E402
 from webapp.catalog.credentials import ors_credentials  # noqa: E402
 from webapp.catalog.models import Environment  # noqa: E402
 from webapp.runs.checkpoints import model_resolve, run_dir, warmup_model_dir  # noqa: E402
@@ -356,10 +354,7 @@ def environment_factory(config: RunConfig, owner: Any = None) -> tuple[type[Any]
     batch = config.grpo.generation_batch_size if config.grpo is not None else 1
     for item in config.environments:
         environment = Environment.objects.get(pk=item.environment)
-        members[item.name] = bind_adapter(
-            environment=environment, env_name=item.name, batch_size=batch,
-            credentials=ors_credentials(environment, owner),
-        )
+        members[item.name] = environment_adapter(environment, owner=owner, env_name=item.name, batch_size=batch)
         if environment.kind == Environment.Kind.ORS:
             task_rows[item.name] = _ors_task_rows(environment, owner)
     if len(members) == 1:

@@ -138,8 +138,7 @@ def solver_examples(
     fewer), each played by its environment's solver against the live server, in at most as
     many calls as the run's GRPO phase gives the model tool-calling rounds; those with a
     reward of at least `min_reward` as SFT rows. Returns (rows, episodes played)."""
-    from envs.adapters import bind_adapter
-    from webapp.catalog.credentials import ors_credentials
+    from webapp.catalog.adapters import environment_adapter
     from webapp.catalog.models import Environment
     from worker.datasets import episode_rows
     from worker.episodes import adapter_policy, play_episode
@@ -156,10 +155,7 @@ def solver_examples(
         key = _solver_key(environment)
         if key is None:
             raise ValueError(f"environment '{environment.name}' has no solver to warm up with")
-        adapters[item.name] = bind_adapter(
-            environment=environment, env_name=item.name, batch_size=1,
-            credentials=ors_credentials(environment, owner),
-        )()
+        adapters[item.name] = environment_adapter(environment, owner=owner, env_name=item.name, batch_size=1)()
         policies[item.name] = adapter_policy(adapters[item.name], key=key)
     rows = episode_rows(config)
     rng = random.Random(warmup.seed)

@@ -5,7 +5,7 @@ through here, so a name such as `best_greens` means the same everywhere. Every v
 finite float (booleans as 0/1); an attribute the adapter does not know is absent rather
 than 0, so a term over it can return None instead of a wrong score.
 
-`ATTRIBUTES` lists what each bundled environment exposes (keyed like
+`ATTRIBUTES` lists what each bundled environment exposes (each one's lab spec, keyed like
 envs.registry.BUNDLED), for the composer to offer. Nothing here imports Django,
 openenv or torch: the web process, the worker and scripts import it alike.
 """
@@ -17,69 +17,31 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from envs.registry import SpecTable
+from envs.spec import COMMON_ATTRIBUTES
+
 # What every adapter reports (envs/adapters/base.py, ors.py, generic.py).
-COMMON: list[tuple[str, str]] = [
-    (
-        "reward",
-        "the episode reward: the sum of the step rewards (negative included) on OpenEnv servers "
-        "written elsewhere, the last one for catch, sudoku, wordle and ORS, the best for echo",
-    ),
-    ("reward_last", "the last non-null reward of the episode"),
-    ("reward_sum", "the sum of the episode's step rewards"),
-    ("reward_max", "the largest step reward of the episode"),
-    ("reward_count", "how many steps reported a reward"),
-    ("steps", "tool calls that reached the environment"),
-    ("tool_calls", "tool calls the model made"),
+COMMON: list[tuple[str, str]] = list(COMMON_ATTRIBUTES)
+
+# A harness rollout's outcome (worker/harness.py outcome_episode): what TRL's harness
+# rollout worker reports of an agent's rollout on a Harbor server. Harbor is a kind of
+# environment, not a bundled one, so it has no lab spec.
+HARBOR: list[tuple[str, str]] = [
+    ("reward", "the verifier's reward (also reward_last, reward_sum, reward_max)"),
+    ("solved", "1 if the verifier's reward is above 0"),
+    ("won", "the same as solved"),
+    ("timed_out", "1 if the agent ran out of time"),
+    ("reward_count", "1 when the verifier gave a reward, else 0"),
+    ("tool_calls", "tool calls the agent made"),
     ("tool_failures", "tool calls that failed"),
     ("tool_successes", "tool calls that succeeded"),
-    ("lost", "1 if the episode was lost (the rollout is unscored)"),
-    ("calls_<tool>", "calls of one tool (e.g. calls_guess)"),
-    ("failures_<tool>", "failed calls of one tool"),
+    ("calls_<tool>", "calls of one tool (e.g. calls_bash)"),
 ]
 
-ATTRIBUTES: dict[str, list[tuple[str, str]]] = {
-    "echo": [*COMMON],
-    "wordle": [
-        ("won", "1 if the word was found"),
-        ("num_guesses", "valid guesses made (1 to 6)"),
-        ("max_guesses", "guesses allowed (6)"),
-        ("best_greens", "most letters in the right place in one guess (0 to 5)"),
-        ("invalid_moves", "guesses refused (not a five-letter word); they use no try"),
-        *COMMON,
-        ("meta_greens", "greens of the last guess (server metadata)"),
-    ],
-    "catch": [
-        ("won", "1 if the ball was caught"),
-        ("catches", "balls caught (0 or 1: one ball per episode)"),
-        *COMMON,
-        ("meta_max_steps", "moves before the ball lands (server metadata)"),
-    ],
-    "sudoku": [
-        ("won", "1 if the board was solved"),
-        ("solved", "1 if the board was solved"),
-        ("progress", "share of the blanks holding the solution's digit (0 to 1)"),
-        ("cells_filled", "blanks filled so far"),
-        ("blanks", "empty cells the puzzle started with"),
-        ("invalid_moves", "placements refused (a given or an already placed digit)"),
-        *COMMON,
-        ("meta_max_steps", "moves allowed (server metadata)"),
-    ],
-    "mcpdemo": [*COMMON],
-    "ors": [*COMMON],
-    # A harness rollout's outcome (worker/harness.py outcome_episode): what TRL's harness
-    # rollout worker reports of an agent's rollout on a Harbor server.
-    "harbor": [
-        ("reward", "the verifier's reward (also reward_last, reward_sum, reward_max)"),
-        ("solved", "1 if the verifier's reward is above 0"),
-        ("won", "the same as solved"),
-        ("timed_out", "1 if the agent ran out of time"),
-        ("reward_count", "1 when the verifier gave a reward, else 0"),
-        ("tool_calls", "tool calls the agent made"),
-        ("tool_failures", "tool calls that failed"),
-        ("tool_successes", "tool calls that succeeded"),
-        ("calls_<tool>", "calls of one tool (e.g. calls_bash)"),
-    ],
-}
+# Per environment key (envs.registry.BUNDLED, each spec's `attributes`), then "harbor".
+ATTRIBUTES: Mapping[str, list[tuple[str, str]]] = SpecTable(
+    lambda spec: list(spec.attributes), extra={"harbor": HARBOR}
+)
 
 # Adapter state that is not an attribute of the episode (server identity, limits, wiring).
 _SKIPPED = frozenset({"capacity", "batch_size", "base_url", "env_name", "catalog_name", "done"})

@@ -1,7 +1,7 @@
 """The environment console: one episode of a registered environment, driven by hand.
 
 A console session holds one instance of the same adapter class the trainer would get
-(`bind_adapter`), resets it with a dataset row and calls its tools with arguments a
+(webapp.catalog.adapters.environment_adapter), resets it with a dataset row and calls its tools with arguments a
 person typed, so that rewards can be checked before training. What it reports is what
 the model would see: a tool's result as TRL turns it into the tool message (`str(...)`),
 and a failing tool as the `{'error': ...}` text TRL substitutes.
@@ -326,13 +326,9 @@ class ConsoleSession:
     def bind(self) -> list[dict[str, Any]]:
         """Build the adapter class (may import openenv and read the server's schema)."""
         if self.adapter_class is None:
-            from envs.adapters import bind_adapter
-            from webapp.catalog.credentials import ors_credentials
+            from webapp.catalog.adapters import environment_adapter
 
-            adapter_class = bind_adapter(
-                environment=self.environment, env_name=self.environment.name,
-                credentials=ors_credentials(self.environment, self.user),
-            )
+            adapter_class = environment_adapter(self.environment, owner=self.user)
             self.tools = console_tools(adapter_class=adapter_class)
             self.adapter_class = adapter_class
         return self.tools

@@ -3,6 +3,7 @@ checkpoints" all go through it)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import (
@@ -14,6 +15,7 @@ from pydantic import (
     model_validator,
 )
 
+from envs.registry import SpecTable
 from webapp.core.textcheck import nul_errors
 from webapp.runs.config import (
     MODEL_DEMO_RE,
@@ -36,14 +38,9 @@ REFERENCE_POLICIES = (SOLVER, RANDOM)
 # one call a round, so it caps their calls too (worker/episodes.py stated_iterations).
 DEFAULT_MAX_TOOL_CALLING_ITERATIONS = 16
 
-# Prompts for the bundled environments when a request gives none; the text `reset` returns
+# Prompts for the bundled environments when a request gives none (each one's lab spec); the text `reset` returns
 # (the board, the rules) is appended to it, as in training.
-DEFAULT_PROMPTS: dict[str, str] = {
-    "echo": "Echo '{phrase}'.",
-    "wordle": "Play Wordle: find the secret five-letter word with the guess tool.",
-    "catch": "Play Catch: move the paddle with the move tool so that it catches the falling ball.",
-    "sudoku": "Solve the Sudoku: place digits with the place tool until the board is full.",
-}
+DEFAULT_PROMPTS: Mapping[str, str] = SpecTable(lambda spec: spec.prompt)  # envs/<key>/lab.py
 
 
 class EvaluationRequest(BaseModel):

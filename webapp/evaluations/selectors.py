@@ -9,6 +9,8 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
+from envs.registry import SpecTable
+from envs.registry import evaluation_columns as evaluation_columns_of
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 
 VIEW_ALL = "evaluations.view_evaluation"
@@ -45,17 +47,10 @@ COMMON_COLUMNS: list[tuple[str, str]] = [
     ("tool_calls", "tool calls made, all episodes"),
     ("tool_failures", "tool calls that failed, all episodes"),
 ]
-ENVIRONMENT_COLUMNS: dict[str, list[tuple[str, str]]] = {
-    "wordle": [
-        ("guesses_per_win", "mean valid guesses in the episodes won"),
-        ("invalid_guesses", "guesses refused (not a five-letter word), all episodes"),
-    ],
-    "catch": [("catches", "balls caught, all episodes")],
-    "sudoku": [
-        ("solved", "boards solved"),
-        ("cells_correct", "mean blanks holding the solution's digit, per episode"),
-    ],
-}
+# Each bundled environment's own columns and how they are computed: its lab spec's `columns`.
+ENVIRONMENT_COLUMNS: Mapping[str, list[tuple[str, str]]] = SpecTable(
+    lambda spec: [(column.name, column.description) for column in spec.columns] or None
+)
 
 
 def evaluation_columns(*, key: str) -> list[str]:
@@ -87,26 +82,8 @@ def results_from_episodes(
             "tool_calls": sum(int(e["tool_calls"]) for e in played),
             "tool_failures": sum(int(e["tool_failures"]) for e in played),
         }
-        if key == "wordle":
-            guesses = [
-                float(a.get("num_guesses", 0.0))
-                for e, a in zip(played, attributes, strict=True)
-                if e["won"]
-            ]
-            row["guesses_per_win"] = _mean(guesses)
-            row["invalid_guesses"] = int(
-                sum(float(a.get("invalid_moves", 0.0)) for a in attributes)
-            )
-        elif key == "catch":
-            row["catches"] = int(sum(float(a.get("catches", 0.0)) for a in attributes))
-        elif key == "sudoku":
-            row["solved"] = int(sum(float(a.get("solved", 0.0)) for a in attributes))
-            row["cells_correct"] = _mean(
-                [
-                    round(float(a.get("progress", 0.0)) * float(a.get("blanks", 0.0)))
-                    for a in attributes
-                ]
-            )
+        for column in evaluation_columns_of(key):
+            row[column.name] = column.value(played, attributes)
         rows.append(row)
     return rows
 

@@ -18,7 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from envs.registry import recorded_adapter
+from envs.registry import recorded_adapter, solver_keys
 from webapp.catalog.models import Environment
 from webapp.catalog.probe import ProbeError, probe_environment
 from webapp.catalog.selectors import environments_visible_to
@@ -49,11 +49,6 @@ log = logging.getLogger(__name__)
 # Enqueued by name: webapp code does not import the worker's task module.
 EVALUATE_TASK = "worker.tasks.evaluate"
 
-# The bundled environments with a solver (envs/solvers.py SOLVERS; not imported here, as
-# that module loads the solvers' code on use).
-SOLVER_KEYS = ("echo", "wordle", "catch", "sudoku")
-
-
 def _environment_error(environment: Environment | None, environment_id: int) -> str | None:
     if environment is None:
         # The same message for an environment that exists but is not the user's.
@@ -78,10 +73,10 @@ def _resolved_models(
         field = f"models.{index}"
         entry: dict[str, Any] = {"run": None, "step": None}
         if isinstance(model, str) and model in REFERENCE_POLICIES:
-            if model == SOLVER and environment is not None and key not in SOLVER_KEYS:
+            if model == SOLVER and environment is not None and key not in solver_keys():
                 name = environment.name if environment else "this environment"
                 errors[field] = [
-                    f"'{name}' has no solver (only the bundled {', '.join(SOLVER_KEYS)} do)"
+                    f"'{name}' has no solver (only the bundled {', '.join(solver_keys())} do)"
                 ]
                 continue
             if model == RANDOM and environment is not None and not environment.tools:

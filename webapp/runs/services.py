@@ -311,7 +311,7 @@ def _harness_errors(*, config: RunConfig, environment: Environment) -> dict[str,
 def _warmup_errors(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, list[str]]:
     """The warm-up's source must exist: a solver for every environment (only bundled ones have
     one; a random policy is not a warm-up), or a visible run with rollouts good enough to keep."""
-    from envs.registry import recorded_adapter
+    from envs.registry import recorded_adapter, solver_keys
     from envs.solvers import solver_class
     from webapp.runs.selectors import runs_visible_to
 
@@ -330,6 +330,8 @@ def _warmup_errors(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, li
                 "lower warmup.min_reward or pick another run"
             ]
         return errors
+    keys = solver_keys()
+    having = f"{', '.join(keys[:-1])} and {keys[-1]}" if len(keys) > 1 else "".join(keys)
     for index, item in enumerate(config.environments):
         environment = environments_visible_to(user=user).filter(pk=item.environment).first()
         if environment is None:
@@ -337,8 +339,8 @@ def _warmup_errors(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, li
         spec = recorded_adapter(environment.metadata)
         if spec is None or solver_class(spec.key) is None:
             errors[f"environments.{index}.environment"] = [
-                f"environment '{environment.name}' has no solver (only the bundled echo, wordle, catch and "
-                'sudoku have one): use warmup source "run" with an earlier run\'s rollouts'
+                f"environment '{environment.name}' has no solver (only the bundled {having} have one): "
+                'use warmup source "run" with an earlier run\'s rollouts'
             ]
     return errors
 

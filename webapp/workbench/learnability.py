@@ -28,11 +28,13 @@ Checks (each `pass` or `warn`, with its reason and numbers):
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from envs.registry import SpecTable
 from webapp.rewards.terms import RewardTerm, walk_terms
 from webapp.workbench.dry_run import EnvName
 
@@ -62,13 +64,8 @@ COMMON_RANGES: dict[str, tuple[float, float]] = {
     "steps": _COUNT, "tool_calls": _COUNT, "tool_failures": _COUNT, "tool_successes": _COUNT,
     "reward_count": _COUNT, "lost": (0.0, 1.0), "won": (0.0, 1.0),
 }  # fmt: skip
-ENV_RANGES: dict[str, dict[str, tuple[float, float]]] = {
-    "wordle": {"num_guesses": (0.0, 6.0), "max_guesses": (6.0, 6.0), "best_greens": (0.0, 5.0),
-               "meta_greens": (0.0, 5.0), "invalid_moves": _COUNT},
-    "catch": {"catches": (0.0, 1.0)},
-    "sudoku": {"solved": (0.0, 1.0), "progress": (0.0, 1.0), "cells_filled": (0.0, 81.0),
-               "blanks": (0.0, 81.0), "invalid_moves": _COUNT},
-}  # fmt: skip
+# Each bundled environment's own ranges come from its lab spec (envs/<key>/lab.py).
+ENV_RANGES: Mapping[str, Mapping[str, tuple[float, float]]] = SpecTable(lambda spec: spec.ranges or None)
 
 
 # --- the request (validated at the edge; a refusal writes nothing) ------------------------------

@@ -2,8 +2,8 @@
 back turn by turn in the browser (static/js/replay/).
 
 The page embeds the stored episode as JSON (`json_script`) and the JavaScript draws it; the
-episode is never re-run. The renderer is chosen by the environment's bundled key: a file
-`static/js/replay/<key>.js` if there is one, else the plain transcript.
+episode is never re-run. The renderer is the one the environment's lab spec names
+(`static/js/replay/<renderer>.js`), else the plain transcript.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
-from envs.registry import recorded_adapter
+from envs.registry import recorded_adapter, renderer_name
 from webapp.catalog.models import Environment
 from webapp.runs.models import Rollout, Run
 from webapp.runs.selectors import rollout_replay_url, runs_visible_to
@@ -37,11 +37,12 @@ class TurnError(ValueError):
 
 @lru_cache(maxsize=64)
 def renderer_for(key: str) -> str:
-    """The renderer module for an environment key; a key only picks a file when it is a plain
-    name, so a stored key can never point a script tag elsewhere."""
-    if key and key.isascii() and key.isalnum() and key != FALLBACK_RENDERER:
-        if finders.find(f"js/replay/{key}.js"):
-            return key
+    """The renderer module for an environment key: the one its lab spec names, when that is a
+    plain name with a file (so a spec can never point a script tag elsewhere)."""
+    name = renderer_name(key) or ""
+    if name and name.isascii() and name.isalnum() and name != FALLBACK_RENDERER:
+        if finders.find(f"js/replay/{name}.js"):
+            return name
     return FALLBACK_RENDERER
 
 
