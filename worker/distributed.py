@@ -130,17 +130,17 @@ def run_ranks(
     they could not record themselves. Returns how the run ended ("lease_lost" when another
     worker took it over)."""
     from webapp.runs.models import Run
-    from worker.runner import _error_message, _finish, _managed_vllm
+    from worker.lifecycle import error_message, finish_run, managed_vllm
 
     try:
-        with _managed_vllm(run, config, output_dir, model_source) as vllm_url:
+        with managed_vllm(run, config, output_dir, model_source) as vllm_url:
             return _supervise(
                 run=run, config=config, lease_owner=lease_owner, output_dir=output_dir, start_step=start_step,
                 resume_from=resume_from, model_source=model_source, vllm_url=vllm_url,
             )
     except Exception as exc:
         log.exception("run %s: its training processes could not run", run.pk)
-        _finish(run_id=run.pk, lease_owner=lease_owner, status=Run.Status.FAILED, error=_error_message(exc), step=None)
+        finish_run(run_id=run.pk, lease_owner=lease_owner, status=Run.Status.FAILED, error=error_message(exc), step=None)
         return Run.Status.FAILED
 
 
@@ -151,10 +151,10 @@ def _supervise(
     from django.conf import settings
     from django.db import close_old_connections
 
+    from envs.ports import free_port
     from webapp.runs.models import Run
     from webapp.runs.services import run_heartbeat
-    from worker.runner import _finish
-    from worker.vllm_server import free_port
+    from worker.lifecycle import finish_run
 
     command = rank_command(
         config=config, run_id=run.pk, lease_owner=lease_owner, start_step=start_step, resume_from=resume_from,
@@ -204,7 +204,7 @@ def _supervise(
                     # environment call, or processes stuck starting.
                     log.warning("run %s: not stopped %.0f s after the cancel; stopping its processes", run.pk, grace)
                     _stop(process)
-                    _finish(
+                    finish_run(
                         run_id=run.pk, lease_owner=lease_owner, status=Run.Status.CANCELLED,
                         error=f"cancelled: the training processes did not stop at a step end within {grace:.0f} s "
                         "and were stopped",
@@ -223,7 +223,7 @@ def _supervise(
             f"the training processes exited (code {code}) before recording the run's end; "
             f"the end of {LOG_NAME}:\n{_tail(log_path)}"
         )
-        _finish(run_id=run.pk, lease_owner=lease_owner, status=Run.Status.FAILED, error=error, step=None)
+        finish_run(run_id=run.pk, lease_owner=lease_owner, status=Run.Status.FAILED, error=error, step=None)
         return Run.Status.FAILED
     if current is not None and current[0] == Run.Status.RUNNING:
         return "lease_lost"

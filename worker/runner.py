@@ -7,9 +7,8 @@ import logging
 import os
 import shutil
 import time
-import traceback
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, nullcontext
+from collections.abc import Mapping
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, cast
 
@@ -23,19 +22,15 @@ from transformers.trainer_callback import PrinterCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from envs.adapters import toolstats  # noqa: E402
-from envs.adapters.base import ResetRefused  # noqa: E402
 from envs.adapters.router import router_class  # noqa: E402
 from envs.netguard import check_outbound_url  # noqa: E402
-from webapp.accounts.secrets import user_secret_value  # noqa: E402
 from webapp.catalog.adapters import environment_adapter  # noqa: E402
 from webapp.catalog.credentials import ors_credentials  # noqa: E402
 from webapp.catalog.models import Environment  # noqa: E402
-from webapp.runs.checkpoints import model_resolve, run_dir, warmup_model_dir  # noqa: E402
+from webapp.runs.checkpoints import run_dir, warmup_model_dir  # noqa: E402
 from webapp.runs.config import GRPOSettings, RunConfig  # noqa: E402
 from webapp.runs.models import Run  # noqa: E402
 from webapp.runs.services import (  # noqa: E402
-    model_folder_error,
-    run_finish,
     run_phase_set,
     run_rewind,
     run_warmup_done,
@@ -46,6 +41,13 @@ from worker.distributed import RankGroup, peer_lost  # noqa: E402
 from worker.group_starts import GroupStartMeter, group_starts  # noqa: E402
 from worker.grpo_args import grpo_config_kwargs  # noqa: E402
 from worker.health import HealthMonitor  # noqa: E402
+from worker.lifecycle import (  # noqa: E402
+    error_message,
+    finish_run,
+    learn_capacity,
+    managed_vllm,
+    run_model_source,
+)
 from worker.perf import PerfMeter, completion_tokens, perf_metrics  # noqa: E402
 from worker.rewards import compile_rewards, scored_episode  # noqa: E402
 from worker.telemetry import TelemetrySink  # noqa: E402
@@ -384,21 +386,6 @@ def _ors_task_rows(environment: Environment, owner: Any) -> Any:
     return rows
 
 
-def _model_source(run: Run, config: RunConfig) -> tuple[str, str | None]:
-    """The folder or hub id the run's `model` names now, and the hub token to read it with."""
-    # A checkpoint is looked up again, as the owner: the source run may be gone since launch.
-    resolved = model_resolve(model=config.model, user=run.owner)
-    source = resolved.source
-    if resolved.local and isinstance(config.model, str) and not config.model.startswith("demo:"):
-        # Checked at launch too; again here, where the folder is read (a symlink may have moved).
-        refused = model_folder_error(Path(source))
-        if refused:
-            raise ValueError(refused)
-    # A hub model may be gated: the owner's own Hugging Face token, never another user's.
-    hub_token = None if resolved.local else user_secret_value(user=run.owner, name="hf_token")
-    return source, hub_token
-
-
 def build_trainer(
     run: Run, config: RunConfig, sink: TelemetrySink | None, output_dir: Path, model_source: str | None = None,
     vllm_server_base_url: str | None = None,
@@ -409,7 +396,7 @@ def build_trainer(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     assert config.grpo is not None
-    source, hub_token = (model_source, None) if model_source else _model_source(run, config)
+    source, hub_token = (model_source, None) if model_source else run_model_source(run, config)
     tokenizer = AutoTokenizer.from_pretrained(source, token=hub_token)
     model = AutoModelForCausalLM.from_pretrained(
         source, dtype=torch.float32 if config.device == "cpu" else "auto", token=hub_token
@@ -466,7 +453,7 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
             return ended
     if config.grpo is None:
         # A warm-up alone whose model was saved before its worker died: nothing left to do.
-        _finish(run_id=run.pk, lease_owner=lease_owner, status=Run.Status.SUCCEEDED, error="", step=None)
+        finish_run(run_id=run.pk, lease_owner=lease_owner, status=Run.Status.SUCCEEDED, error="", step=None)
         return Run.Status.SUCCEEDED
     if config.warmup is not None and not run_phase_set(
         run_id=run.pk, lease_owner=lease_owner, phase=Run.Phase.GRPO, step=start_step
@@ -507,7 +494,7 @@ def grpo_phase(
     callback = TelemetryCallback(sink, health, group=group)
     status, error = Run.Status.SUCCEEDED, ""
     train_seconds = None
-    vllm = _managed_vllm(run, config, output_dir, model_source) if group is None else nullcontext(vllm_url)
+    vllm = managed_vllm(run, config, output_dir, model_source) if group is None else nullcontext(vllm_url)
     try:
         with vllm as url:
             if config.harness is not None:
@@ -546,8 +533,8 @@ def grpo_phase(
             log.error("run %s: a training process was lost (%s); the task records the end", run.pk, exc)
             raise
         log.exception("run %s failed", run.pk)
-        status, error = Run.Status.FAILED, _error_message(exc)
-        _learn_capacity(exc, config=config, run_id=run.pk, step=sink.step + 1 if sink is not None else None, phase="grpo")
+        status, error = Run.Status.FAILED, error_message(exc)
+        learn_capacity(exc, config=config, run_id=run.pk, step=sink.step + 1 if sink is not None else None, phase="grpo")
     finally:
         toolstats.COLLECTOR.stop()
         if sink is not None and not sink.close(timeout=60):
@@ -556,7 +543,7 @@ def grpo_phase(
         return "lease_lost"
     if sink is None:
         return status
-    _finish(
+    finish_run(
         run_id=run.pk, lease_owner=lease_owner, status=status, error=error, step=sink.step,
         data={"train_seconds": train_seconds, "telemetry": sink.stats, **({"processes": group.world} if group else {})},
     )
@@ -566,7 +553,7 @@ def grpo_phase(
 def _harness_trainer(run: Run, config: RunConfig, output_dir: Path, vllm_url: str | None) -> Any:
     from worker.harness import build_harness_trainer
 
-    source, hub_token = _model_source(run, config)
+    source, hub_token = run_model_source(run, config)
     environment = Environment.objects.get(pk=config.environments[0].environment)
     tasks = ((environment.metadata or {}).get("harbor") or {}).get("tasks") or []
     return build_harness_trainer(
@@ -592,7 +579,7 @@ def _warmup_phase(run: Run, config: RunConfig, lease_owner: str, warmup_dir: Pat
     result: WarmupResult | None = None
     status, error = Run.Status.SUCCEEDED, ""
     try:
-        source, hub_token = _model_source(run, config)
+        source, hub_token = run_model_source(run, config)
         factory, _task_rows = environment_factory(config, run.owner)
         # The tools as GRPO offers them (every environment's, through the router).
         tools = tool_schemas(factory())
@@ -618,8 +605,8 @@ def _warmup_phase(run: Run, config: RunConfig, lease_owner: str, warmup_dir: Pat
             )
     except Exception as exc:
         log.exception("run %s: warm-up failed", run.pk)
-        status, error = Run.Status.FAILED, _error_message(exc)
-        _learn_capacity(exc, config=config, run_id=run.pk, step=None, phase="warmup")
+        status, error = Run.Status.FAILED, error_message(exc)
+        learn_capacity(exc, config=config, run_id=run.pk, step=None, phase="warmup")
     finally:
         if not sink.close(timeout=60):
             log.error("run %s: warm-up telemetry not fully written", run.pk)
@@ -630,61 +617,5 @@ def _warmup_phase(run: Run, config: RunConfig, lease_owner: str, warmup_dir: Pat
         run_warmup_done(run_id=run.pk, lease_owner=lease_owner, data=result.as_dict())
         if config.grpo is not None:
             return None
-    _finish(run_id=run.pk, lease_owner=lease_owner, status=status, error=error, step=sink.step, data=data)
+    finish_run(run_id=run.pk, lease_owner=lease_owner, status=status, error=error, step=sink.step, data=data)
     return status
-
-
-@contextmanager
-def _managed_vllm(run: Run, config: RunConfig, output_dir: Path, model_source: str | None) -> Iterator[str | None]:
-    """The vLLM server this run asked the worker to start (server mode, no URL given), on the
-    GPU after the training ones (training keeps the first `gpus`), for as long as training runs."""
-    if not config.generation.managed_server:
-        yield None
-        return
-    from worker.vllm_server import ManagedVLLMServer
-
-    source = model_source or _model_source(run, config)[0]
-    server = ManagedVLLMServer(
-        model=source, generation=config.generation, gpu=config.gpus, log_path=output_dir / "vllm.log"
-    )
-    with server as url:
-        yield url
-
-
-def _finish(**fields: Any) -> None:
-    """run_finish, retried for a minute: the database may be coming back from the outage
-    that stopped the run. If it stays away the heartbeat goes stale and the sweeper marks
-    the run interrupted."""
-    deadline = time.monotonic() + 60.0
-    while True:
-        try:
-            run_finish(**fields)
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                log.exception("run %s: could not record its end (%s)", fields["run_id"], fields["status"])
-                return
-            log.warning("run %s: recording its end failed; retrying", fields["run_id"], exc_info=True)
-            time.sleep(5.0)
-
-
-def _error_message(exc: BaseException) -> str:
-    """The run's stored error. A refusal is envlab's own message, written for the user, and
-    shown as it is; anything else keeps its exception type, which is often half the story."""
-    from worker.capacity import capacity_refusal  # the failure path only; see _learn_capacity
-
-    refusal = capacity_refusal(exc)
-    if refusal is not None:
-        return str(refusal)[:4000]
-    if isinstance(exc, ResetRefused):  # the server's own words, with the options it refused
-        return str(exc)[:4000]
-    tail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    return tail[:4000]
-
-
-def _learn_capacity(exc: BaseException, *, config: RunConfig, run_id: int, step: int | None, phase: str) -> None:
-    """A run that failed on a session refusal stores the limit the server stated on its row,
-    so the next launch with a larger batch is refused at launch (worker/capacity.py)."""
-    from worker.capacity import run_learn_capacity  # kept out of this module's shared import block
-
-    run_learn_capacity(exc=exc, config=config, run_id=run_id, step=step, phase=phase)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+from envs.ports import free_port
 from webapp.runs.config import GenerationSettings
 
 START_TIMEOUT_SECONDS = 900.0  # loading a large model and capturing CUDA graphs takes minutes
@@ -25,12 +25,6 @@ START_TIMEOUT_SECONDS = 900.0  # loading a large model and capturing CUDA graphs
 
 class VLLMServerError(RuntimeError):
     pass
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def serve_command(*, model: str, port: int, generation: GenerationSettings) -> list[str]:

@@ -22,7 +22,7 @@ from webapp.catalog.models import Environment
 from webapp.runs.config import RunConfig
 from webapp.runs.models import Run
 from worker.capacity import run_learn_capacity
-from worker.runner import _error_message
+from worker.lifecycle import error_message
 
 pytestmark = pytest.mark.django_db
 
@@ -82,7 +82,7 @@ def test_a_refusal_is_learned_and_the_next_launch_is_refused_at_launch(api, owne
     try:
         raise RuntimeError("generation failed") from refusal
     except RuntimeError as exc:
-        error = _error_message(exc)
+        error = error_message(exc)
         learned = run_learn_capacity(exc=exc, config=config, run_id=run.pk, step=3, phase="grpo")
 
     assert error == message  # envlab's own words, without the class path
@@ -136,4 +136,4 @@ def test_a_refusal_that_states_no_limit_changes_no_row(owner):
 
 
 def test_other_errors_keep_their_type_in_the_runs_error():
-    assert _error_message(ValueError("bad row")) == "ValueError: bad row"
+    assert error_message(ValueError("bad row")) == "ValueError: bad row"

@@ -34,6 +34,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from envs.ports import free_port
 from envs.registry import BUNDLED, HOST, BundledSpec, uvicorn_command
 from webapp.catalog.models import BundledServer, Environment
 from webapp.catalog.probe import ProbeError, ors_environments
@@ -153,12 +154,6 @@ def port_is_free(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 def _healthy(port: int, timeout: float = 1.0) -> bool:

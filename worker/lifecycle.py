@@ -1,0 +1,95 @@
+"""How a run's training process starts and ends, shared by the Celery task's own training
+(worker/runner.py) and the processes of a multi-process run (worker/distributed.py): the
+model it trains from, the vLLM server it may ask for, recording its end, and the error it
+stores. No torch here: the task's watcher imports it before any training does.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from envs.adapters.base import ResetRefused
+from webapp.accounts.secrets import user_secret_value
+from webapp.runs.checkpoints import model_resolve
+from webapp.runs.config import RunConfig
+from webapp.runs.models import Run
+from webapp.runs.services import model_folder_error, run_finish
+
+log = logging.getLogger(__name__)
+
+
+def run_model_source(run: Run, config: RunConfig) -> tuple[str, str | None]:
+    """The folder or hub id the run's `model` names now, and the hub token to read it with."""
+    # A checkpoint is looked up again, as the owner: the source run may be gone since launch.
+    resolved = model_resolve(model=config.model, user=run.owner)
+    source = resolved.source
+    if resolved.local and isinstance(config.model, str) and not config.model.startswith("demo:"):
+        # Checked at launch too; again here, where the folder is read (a symlink may have moved).
+        refused = model_folder_error(Path(source))
+        if refused:
+            raise ValueError(refused)
+    # A hub model may be gated: the owner's own Hugging Face token, never another user's.
+    hub_token = None if resolved.local else user_secret_value(user=run.owner, name="hf_token")
+    return source, hub_token
+
+
+@contextmanager
+def managed_vllm(run: Run, config: RunConfig, output_dir: Path, model_source: str | None) -> Iterator[str | None]:
+    """The vLLM server this run asked the worker to start (server mode, no URL given), on the
+    GPU after the training ones (training keeps the first `gpus`), for as long as training runs."""
+    if not config.generation.managed_server:
+        yield None
+        return
+    from worker.vllm_server import ManagedVLLMServer
+
+    source = model_source or run_model_source(run, config)[0]
+    server = ManagedVLLMServer(
+        model=source, generation=config.generation, gpu=config.gpus, log_path=output_dir / "vllm.log"
+    )
+    with server as url:
+        yield url
+
+
+def finish_run(**fields: Any) -> None:
+    """run_finish, retried for a minute: the database may be coming back from the outage
+    that stopped the run. If it stays away the heartbeat goes stale and the sweeper marks
+    the run interrupted."""
+    deadline = time.monotonic() + 60.0
+    while True:
+        try:
+            run_finish(**fields)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                log.exception("run %s: could not record its end (%s)", fields["run_id"], fields["status"])
+                return
+            log.warning("run %s: recording its end failed; retrying", fields["run_id"], exc_info=True)
+            time.sleep(5.0)
+
+
+def error_message(exc: BaseException) -> str:
+    """The run's stored error. A refusal is envlab's own message, written for the user, and
+    shown as it is; anything else keeps its exception type, which is often half the story."""
+    from worker.capacity import capacity_refusal  # the failure path only; see _learn_capacity
+
+    refusal = capacity_refusal(exc)
+    if refusal is not None:
+        return str(refusal)[:4000]
+    if isinstance(exc, ResetRefused):  # the server's own words, with the options it refused
+        return str(exc)[:4000]
+    tail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return tail[:4000]
+
+
+def learn_capacity(exc: BaseException, *, config: RunConfig, run_id: int, step: int | None, phase: str) -> None:
+    """A run that failed on a session refusal stores the limit the server stated on its row,
+    so the next launch with a larger batch is refused at launch (worker/capacity.py)."""
+    from worker.capacity import run_learn_capacity  # kept out of this module's shared import block
+
+    run_learn_capacity(exc=exc, config=config, run_id=run_id, step=step, phase=phase)
