@@ -1,7 +1,7 @@
 from django.urls import path
 
 from webapp.catalog.routing import websocket_urlpatterns as catalog_websocket_urlpatterns
-from webapp.runs.consumers import RunConsumer
+from webapp.runs.telemetry.consumers import RunConsumer
 
 websocket_urlpatterns = [
     path("ws/runs/<int:run_id>/", RunConsumer.as_asgi()),

@@ -26,7 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from webapp.runs.metric_keys import WALL_TIME_KEY
+from webapp.runs.telemetry.metric_keys import WALL_TIME_KEY
 
 log = logging.getLogger(__name__)
 
@@ -290,7 +290,7 @@ class TelemetrySink:
         """Write what is pending. Returns False when the database could not be written."""
         from django.db import DataError, IntegrityError, close_old_connections
 
-        from webapp.runs.telemetry import LeaseLost
+        from webapp.runs.telemetry.record import LeaseLost
 
         try:
             try:
@@ -325,7 +325,7 @@ class TelemetrySink:
         """Write the pending events in chunks of about `chunk_events`, each one short
         transaction (after an outage the backlog is not one huge one), then the checkpoint."""
         from webapp.runs.services import run_checkpointed
-        from webapp.runs.telemetry import telemetry_record
+        from webapp.runs.telemetry.record import telemetry_record
 
         batch = self._pending
         while batch.events:
@@ -349,7 +349,7 @@ class TelemetrySink:
         order, for the next try. The checkpoint comes next loop."""
         from django.db import DataError, IntegrityError
 
-        from webapp.runs.telemetry import telemetry_record
+        from webapp.runs.telemetry.record import telemetry_record
 
         events = self._pending.events
         while events:
@@ -379,7 +379,7 @@ class TelemetrySink:
     def _announce(self, notes: list[dict[str, Any]]) -> None:
         from channels.layers import channel_layers, get_channel_layer
 
-        from webapp.runs.live import run_group
+        from webapp.runs.telemetry.live import run_group
 
         assert self._loop is not None
         if self._layer is None:

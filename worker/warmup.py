@@ -32,9 +32,9 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback
 
 from webapp.runs.config import GRPOSettings, RunConfig, WarmupSettings
-from webapp.runs.metric_keys import WALL_TIME_KEY
 from webapp.runs.models import Rollout, Run
 from webapp.runs.services import WARMUP_METRIC_PREFIX
+from webapp.runs.telemetry.metric_keys import WALL_TIME_KEY
 
 log = logging.getLogger(__name__)
 

@@ -168,7 +168,7 @@
   // Each chart holds, per metric key, the points it plotted (deduplicated by step) and
   // two Plotly traces: the raw series (index 2i) and its smoothed copy (2i + 1), shown
   // with the raw one faint behind it once smoothing is above 0. The fixed charts come from
-  // webapp/runs/charts.py; the user adds charts of any other key from the metric picker,
+  // webapp/runs/telemetry/charts.py; the user adds charts of any other key from the metric picker,
   // and their layout (added charts, smoothing, log scale, x axis) is saved per user.
 
   var C = window.EnvlabCharts;
@@ -418,7 +418,7 @@
   // --- added charts and the metric picker ---
 
   function metricSpec(key) {
-    // As webapp/runs/charts.py metric_chart writes it (for a key picked on this page).
+    // As webapp/runs/telemetry/charts.py metric_chart writes it (for a key picked on this page).
     var base = chartSpecs.length ? chartSpecs[0].figure : { data: [{}], layout: {} };
     var layout = JSON.parse(JSON.stringify(base.layout));
     layout.showlegend = false;

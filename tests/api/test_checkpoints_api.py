@@ -13,7 +13,7 @@ import pytest
 from webapp.runs.models import Run, RunEvent
 from webapp.runs.services import run_launch
 
-from .test_run_limits import broker, config, echo_env, models_dir  # noqa: F401  (fixtures)
+from .test_run_limits import config, echo_env, models_dir  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from webapp.runs import export
 from webapp.runs.models import Rollout, Run
+from webapp.runs.telemetry import export
 
 pytestmark = pytest.mark.django_db
 

@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 from knox.models import AuthToken
 
-from webapp.runs import export
 from webapp.runs.models import Rollout, Run
+from webapp.runs.telemetry import export
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -11,9 +11,9 @@ import pytest
 
 from tests.e2e.helpers import wait_for
 from webapp.accounts.models import RunChartLayout
-from webapp.runs.metric_keys import WALL_TIME_KEY
 from webapp.runs.models import MetricPoint, Run
 from webapp.runs.services import run_claim
+from webapp.runs.telemetry.metric_keys import WALL_TIME_KEY
 from worker.telemetry import TelemetrySink
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -9,7 +9,7 @@ from django.test import Client
 
 from webapp.runs.models import Run, RunEvent
 from webapp.runs.selectors import run_alerts, run_status_display
-from webapp.runs.telemetry import telemetry_record
+from webapp.runs.telemetry.record import telemetry_record
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,6 @@ from channels.layers import get_channel_layer
 from tests.factories import RunFactory
 from tests.runs.test_run_socket import _first_frame
 from tests.support.websocket import signed_in_headers
-from webapp.runs.live import run_group
 from webapp.runs.models import Run, RunEvent
 from webapp.runs.services import (
     run_checkpointed,
@@ -24,7 +23,8 @@ from webapp.runs.services import (
     run_request_cancel,
     run_rewind,
 )
-from webapp.runs.telemetry import telemetry_record
+from webapp.runs.telemetry.live import run_group
+from webapp.runs.telemetry.record import telemetry_record
 from worker.telemetry import TelemetrySink
 
 pytestmark = pytest.mark.django_db(transaction=True)

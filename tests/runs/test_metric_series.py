@@ -1,6 +1,6 @@
 """selectors.run_metric_series: long series are cut into aligned step buckets keeping each
 bucket's lowest and highest point, so a one-step spike survives, read from pre-aggregated
-tiers (webapp/runs/metric_tiers.py) that follow replaced and rewound steps; short series
+tiers (webapp/runs/telemetry/metric_tiers.py) that follow replaced and rewound steps; short series
 come back as they are. Runs on SQLite and, with DATABASE_URL, on PostgreSQL."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from django.test.utils import CaptureQueriesContext
 
 from tests.factories import RunFactory
 from webapp.runs.models import MetricPoint, MetricTier, MetricTierMark, Run
-from webapp.runs.selectors import run_metric_series
 from webapp.runs.services import run_rewind
-from webapp.runs.telemetry import telemetry_record
+from webapp.runs.telemetry.record import telemetry_record
+from webapp.runs.telemetry.series import run_metric_series
 
 pytestmark = pytest.mark.django_db
 

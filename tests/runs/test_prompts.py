@@ -1,4 +1,4 @@
-"""The prompt timeline's reads (webapp/runs/prompts.py): a run's prompts with the steps each
+"""The prompt timeline's reads (webapp/runs/telemetry/prompts.py): a run's prompts with the steps each
 was trained at, one prompt's groups at chosen steps, and the `steps=` parser. Rows go in
 through the worker's write path (telemetry_record), so the prompt keys are the real ones."""
 
@@ -18,7 +18,7 @@ from tests.support.prompt_rows import (
     running_run,
 )
 from webapp.runs.models import Rollout, prompt_key
-from webapp.runs.prompts import (
+from webapp.runs.telemetry.prompts import (
     MAX_CHOSEN_STEPS,
     MAX_GROUP_ROLLOUTS,
     PromptStepsError,
@@ -27,7 +27,7 @@ from webapp.runs.prompts import (
     run_prompt_timeline,
     run_prompts,
 )
-from webapp.runs.telemetry import telemetry_record
+from webapp.runs.telemetry.record import telemetry_record
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""The per-user chart layout of run pages (webapp.runs.layout), its API
+"""The per-user chart layout of run pages (webapp.runs.telemetry.layout), its API
 (/api/account/run-layout/), the metric keys API and what the run page embeds for the
 metric picker."""
 
@@ -12,15 +12,15 @@ from django.test import Client
 from django.urls import reverse
 
 from webapp.accounts.models import RunChartLayout
-from webapp.runs.layout import (
+from webapp.runs.models import MetricPoint, Run
+from webapp.runs.telemetry.layout import (
     MAX_LAYOUT_BYTES,
     MAX_METRIC_CHARTS,
     RunLayoutRejected,
     run_layout_clean,
     run_layout_for,
 )
-from webapp.runs.metric_keys import WALL_TIME_KEY
-from webapp.runs.models import MetricPoint, Run
+from webapp.runs.telemetry.metric_keys import WALL_TIME_KEY
 
 pytestmark = pytest.mark.django_db
 

@@ -19,8 +19,8 @@ from django.urls import path
 
 from tests.factories import RunFactory
 from tests.support.websocket import WebsocketCommunicator, signed_in_headers
-from webapp.runs.consumers import RunConsumer
 from webapp.runs.models import Run
+from webapp.runs.telemetry.consumers import RunConsumer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

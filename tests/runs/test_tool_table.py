@@ -1,4 +1,4 @@
-"""The run's tool table (webapp/runs/tools.py): sums of the per-tool metrics, the most common
+"""The run's tool table (webapp/runs/telemetry/tools.py): sums of the per-tool metrics, the most common
 error and the first failing transcript, on the run page and at GET /api/runs/<id>/tools/.
 Data goes in through the worker's own write path (telemetry_record)."""
 
@@ -13,8 +13,8 @@ from envs.adapters.tool_metrics import ERROR_CLASSES
 from tests.factories import RunFactory
 from webapp.runs import views
 from webapp.runs.models import Rollout, Run
-from webapp.runs.telemetry import telemetry_record
-from webapp.runs.tools import run_tool_table
+from webapp.runs.telemetry.record import telemetry_record
+from webapp.runs.telemetry.tools import run_tool_table
 
 pytestmark = pytest.mark.django_db
 

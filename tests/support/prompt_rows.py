@@ -4,7 +4,7 @@ worker's own write path (telemetry_record), for the prompt timeline's tests."""
 from __future__ import annotations
 
 from webapp.runs.models import Rollout, Run, prompt_key
-from webapp.runs.telemetry import telemetry_record
+from webapp.runs.telemetry.record import telemetry_record
 
 XSS = '</pre><script>window.__xss=1</script><img src=x onerror="window.__xss=2">'
 PROMPT_A = [{"role": "user", "content": "Echo 'alpha'."}]

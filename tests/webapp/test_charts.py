@@ -1,10 +1,10 @@
-"""webapp.runs.charts: pure functions from metric series to Plotly figure JSON."""
+"""webapp.runs.telemetry.charts: pure functions from metric series to Plotly figure JSON."""
 
 from __future__ import annotations
 
 import json
 
-from webapp.runs.charts import run_charts
+from webapp.runs.telemetry.charts import run_charts
 
 STYLE = {"type": "scatter", "mode": "lines+markers", "marker": {"size": 4}}
 
@@ -166,7 +166,7 @@ def test_a_gpu_run_gets_throughput_and_gpu_memory_charts_after_the_others() -> N
 
 
 def test_the_async_trainers_metric_names_are_stored_under_grpos() -> None:
-    from webapp.runs.metric_keys import canonical_metric_key
+    from webapp.runs.telemetry.metric_keys import canonical_metric_key
 
     assert canonical_metric_key("rewards/outcome") == "rewards/outcome/mean"  # async 1.16
     assert canonical_metric_key("rewards/outcome/mean") == "rewards/outcome/mean"  # GRPO, async 1.18

@@ -11,7 +11,7 @@ from tests.envs.servers import free_port, run_env_server
 from webapp.runs.config import RewardTerm, parse_run_config
 from webapp.runs.models import Rollout, Run, RunEvent
 from webapp.runs.services import run_claim
-from webapp.runs.telemetry import telemetry_record
+from webapp.runs.telemetry.record import telemetry_record
 from worker.datasets import episode_rows
 from worker.rewards import compile_term
 

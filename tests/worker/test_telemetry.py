@@ -9,10 +9,10 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from tests.factories import RunFactory
-from webapp.runs.live import run_group
-from webapp.runs.metric_keys import WALL_TIME_KEY
 from webapp.runs.models import MetricPoint, Rollout, Run
 from webapp.runs.services import run_claim
+from webapp.runs.telemetry.live import run_group
+from webapp.runs.telemetry.metric_keys import WALL_TIME_KEY
 from worker.telemetry import TelemetrySink
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -98,7 +98,7 @@ def test_events_are_stored_in_order_then_announced(claimed_run):
 
 def test_a_failing_database_write_is_retried_without_losing_events(claimed_run, monkeypatch):
     # Simulated outage: the first two writes raise as a lost database connection would.
-    import webapp.runs.telemetry as telemetry
+    import webapp.runs.telemetry.record as telemetry
 
     real = telemetry.telemetry_record
     failures = {"left": 2}
@@ -218,7 +218,7 @@ def test_a_steps_mismatched_groups_are_stored_as_its_metrics_and_raise_the_alert
 
     from webapp.runs.config import AlertSettings
     from webapp.runs.models import RunEvent
-    from webapp.runs.selectors import run_metric_keys
+    from webapp.runs.telemetry.series import run_metric_keys
     from worker.group_starts import group_starts
     from worker.health import HealthMonitor
     from worker.runner import TelemetryCallback

@@ -18,7 +18,7 @@ from django.utils import timezone
 from tests.factories import RunFactory
 from webapp.runs.models import MetricPoint, Rollout, Run
 from webapp.runs.services import run_claim, run_mark_stale_interrupted, run_rewind
-from webapp.runs.telemetry import LeaseLost, telemetry_record
+from webapp.runs.telemetry.record import LeaseLost, telemetry_record
 from worker.telemetry import TelemetrySink
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -120,7 +120,7 @@ def test_a_long_outage_stops_the_run_with_a_clear_error_and_bounded_memory(claim
 def test_a_batch_that_keeps_failing_does_not_stop_the_heartbeat(claimed_run, monkeypatch, settings):
     # A lock timeout on the telemetry tables alone: SQLite locks the whole file, so it is
     # simulated here, raising what the driver raises; the heartbeat runs for real.
-    import webapp.runs.telemetry as telemetry
+    import webapp.runs.telemetry.record as telemetry
 
     settings.ENVLAB_INTERRUPT_SECONDS = 1.0
     real = telemetry.telemetry_record

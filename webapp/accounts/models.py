@@ -29,7 +29,7 @@ class UserSecret(models.Model):
 class RunChartLayout(models.Model):
     """How a user arranges the charts of every run page: the metric charts they added and
     each chart's smoothing, y scale and x axis. Its shape is checked by
-    webapp.runs.layout before it is stored; one row per user, for all runs."""
+    webapp.runs.telemetry.layout before it is stored; one row per user, for all runs."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="run_chart_layout"

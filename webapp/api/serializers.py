@@ -193,7 +193,7 @@ class RunEventOut(serializers.ModelSerializer):
 
 
 class RunToolOut(serializers.Serializer):
-    """One tool of a run (webapp/runs/tools.py). `name` and `top_error` are model or
+    """One tool of a run (webapp/runs/telemetry/tools.py). `name` and `top_error` are model or
     environment text: show them as text."""
 
     name = serializers.CharField()

@@ -6,7 +6,7 @@ from webapp.api import views
 from webapp.jobs import apis as job_apis
 from webapp.rewards import apis as reward_apis
 from webapp.runs import apis as run_apis
-from webapp.runs import prompt_apis
+from webapp.runs.telemetry import prompt_apis
 from webapp.workbench import apis as workbench_apis
 
 urlpatterns = [

@@ -53,15 +53,11 @@ from webapp.evaluations.arena.compare import (
 )
 from webapp.runs.config import RunConfig
 from webapp.runs.demo import run_launch_demo
-from webapp.runs.export import rollouts_jsonl, rollouts_parquet
-from webapp.runs.layout import RunLayoutRejected, run_layout_for, run_layout_save
 from webapp.runs.models import Run, WorkerHeartbeat
 from webapp.runs.selectors import (
     RUN_CHANGE_REFUSAL,
     run_can_change,
     run_events,
-    run_metric_keys,
-    run_metric_series,
     run_rollouts,
     runs_visible_to,
     runs_with_alerts,
@@ -71,7 +67,10 @@ from webapp.runs.services import (
     run_request_cancel,
     run_resume,
 )
-from webapp.runs.tools import run_tool_table
+from webapp.runs.telemetry.export import rollouts_jsonl, rollouts_parquet
+from webapp.runs.telemetry.layout import RunLayoutRejected, run_layout_for, run_layout_save
+from webapp.runs.telemetry.series import run_metric_keys, run_metric_series
+from webapp.runs.telemetry.tools import run_tool_table
 
 
 def _visible_environment(request: Request, pk: int) -> Environment:

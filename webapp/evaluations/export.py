@@ -1,5 +1,5 @@
 """An evaluation's episodes as JSONL or Parquet, streamed (the shared writers are
-webapp/runs/export.py's): one row per episode with its model, seed, transcript, reward,
+webapp/runs/telemetry/export.py's): one row per episode with its model, seed, transcript, reward,
 attributes and tool-call spans."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 from django.db.models import Q
 
 from webapp.evaluations.models import EvaluationEpisode
-from webapp.runs import export as run_export
-from webapp.runs.export import flat_messages, rows_parquet, tool_call_spans
+from webapp.runs.telemetry import export as run_export
+from webapp.runs.telemetry.export import flat_messages, rows_parquet, tool_call_spans
 
 EPISODE_FIELDS = (
     "model_index", "model", "index", "seed", "messages", "reward", "won", "tool_calls", "tool_failures", "lost",

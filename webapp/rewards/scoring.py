@@ -52,7 +52,7 @@ def episode_from_adapter(
 
 def episode_from_stored(env: str, facts: Mapping[str, Any], lost: bool) -> Episode:
     """An episode as reward terms see it, read back from a stored rollout's `episode` facts
-    (webapp.runs.telemetry keeps them: attributes, components, completion sizes), so a
+    (webapp.runs.telemetry.record keeps them: attributes, components, completion sizes), so a
     preview or a re-score scores exactly what the run's terms scored. Anything that is not
     a finite number is left out, as an attribute the adapter did not know."""
     facts = facts if isinstance(facts, Mapping) else {}

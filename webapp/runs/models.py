@@ -97,7 +97,7 @@ class MetricPoint(models.Model):
 class MetricTier(models.Model):
     """One key's lowest and highest point over the steps [start, start + width), a block of
     a downsampled series kept so that a long run's chart reads few rows
-    (webapp/runs/metric_tiers.py). A cache of MetricPoint: made on read, dropped where the
+    (webapp/runs/telemetry/metric_tiers.py). A cache of MetricPoint: made on read, dropped where the
     points it was made of change."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_tiers")

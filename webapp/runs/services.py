@@ -26,13 +26,13 @@ from webapp.catalog.selectors import environments_visible_to
 from webapp.core import leases
 from webapp.core.errors import StateConflict
 from webapp.rewards.terms import RecipeRef
-from webapp.runs import metric_tiers
 from webapp.runs.checkpoints import ModelRefError, model_label, model_pinned, model_resolve
 from webapp.runs.config import CheckpointRef, RunConfig, RunConfigError, parse_run_config
-from webapp.runs.live import notify_run
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 from webapp.runs.routing import TRAIN_QUEUE, queue_for, run_needs
 from webapp.runs.selectors import run_live_note
+from webapp.runs.telemetry import metric_tiers
+from webapp.runs.telemetry.live import notify_run
 from webapp.runs.workers import run_worker_refusal
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,7 @@
 from django.urls import path
 
-from webapp.runs import prompt_views, views, worker_views
+from webapp.runs import views, worker_views
+from webapp.runs.telemetry import prompt_views
 
 urlpatterns = [
     path("", views.home, name="home"),

@@ -19,7 +19,6 @@ from webapp.catalog.selectors import environments_visible_to
 from webapp.core.plotly import plotly_url
 from webapp.core.throttles import throttle_posts
 from webapp.rewards.selectors import recipes_visible_to
-from webapp.runs.charts import run_chart_page, run_charts
 from webapp.runs.checkpoints import run_checkpoints
 from webapp.runs.config import RunConfigError
 from webapp.runs.demo import demo_config, demo_environment, run_launch_demo
@@ -33,15 +32,12 @@ from webapp.runs.forms import (
     RunJsonForm,
     errors_to_form,
 )
-from webapp.runs.layout import MAX_METRIC_CHARTS, MAX_SMOOTHING, run_layout_for
-from webapp.runs.metric_keys import WALL_TIME_KEY
 from webapp.runs.models import Rollout, Run
 from webapp.runs.selectors import (
     RUN_CHANGE_REFUSAL,
     run_alerts,
     run_can_change,
     run_environments,
-    run_metric_series,
     run_progress,
     run_rollout_steps,
     run_status_display,
@@ -54,8 +50,12 @@ from webapp.runs.services import (
     run_request_cancel,
     run_resume,
 )
-from webapp.runs.tools import run_tool_table
-from webapp.runs.transcripts import transcript_messages
+from webapp.runs.telemetry.charts import run_chart_page, run_charts
+from webapp.runs.telemetry.layout import MAX_METRIC_CHARTS, MAX_SMOOTHING, run_layout_for
+from webapp.runs.telemetry.metric_keys import WALL_TIME_KEY
+from webapp.runs.telemetry.series import run_metric_series
+from webapp.runs.telemetry.tools import run_tool_table
+from webapp.runs.telemetry.transcripts import transcript_messages
 from webapp.runs.workers import run_waiting_reason
 
 HOME_RUNS = 50

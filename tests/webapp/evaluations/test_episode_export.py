@@ -11,7 +11,7 @@ import pytest
 from tests.api.test_rollout_export import _body
 from tests.e2e.helpers import register_echo
 from webapp.evaluations.models import EvaluationEpisode
-from webapp.runs import export
+from webapp.runs.telemetry import export
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,6 @@ import json
 
 import pytest
 
-from tests.api.test_run_limits import broker  # noqa: F401  (fixture)
 from tests.e2e.helpers import register_echo
 from webapp.catalog.models import Environment
 from webapp.core.textcheck import MESSAGE

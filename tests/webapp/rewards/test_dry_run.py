@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from tests.api.test_run_limits import broker  # noqa: F401  (fixture)
 from tests.e2e.helpers import register_echo
 from webapp.jobs.models import Job
 from webapp.workbench.dry_run import dry_run_report, histogram

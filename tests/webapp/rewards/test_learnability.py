@@ -10,7 +10,6 @@ import math
 import pytest
 from django.utils import timezone
 
-from tests.api.test_run_limits import broker  # noqa: F401  (fixture)
 from tests.e2e.helpers import register_echo
 from webapp.jobs.models import Job
 from webapp.rewards.terms import RewardTerm

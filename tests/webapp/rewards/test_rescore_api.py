@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from tests.api.test_run_limits import broker  # noqa: F401  (fixture)
 from webapp.jobs.models import Job
 from webapp.runs.models import Rollout, Run
 

@@ -11,7 +11,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from webapp.runs.models import Run
-from webapp.runs.selectors import run_metric_keys, run_metric_series
+from webapp.runs.telemetry.series import run_metric_keys, run_metric_series
 
 MIN_RUNS, MAX_RUNS = 2, 6
 COMPARE_POINTS = 500

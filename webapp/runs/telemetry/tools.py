@@ -34,7 +34,7 @@ from envs.adapters.tool_metrics import (
     tool_results,
 )
 from webapp.runs.models import MetricPoint, Rollout, Run
-from webapp.runs.selectors import run_metric_keys
+from webapp.runs.telemetry.series import run_metric_keys
 
 MAX_TOOLS = 100
 MAX_SAMPLED_STEPS = 8

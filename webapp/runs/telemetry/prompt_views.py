@@ -1,5 +1,5 @@
 """Pages of the prompt-pinned timeline: a run's training prompts (most repeated first), and
-one prompt's GRPO groups at chosen steps, one column a step (webapp/runs/prompts.py).
+one prompt's GRPO groups at chosen steps, one column a step (webapp/runs/telemetry/prompts.py).
 
 Server-rendered with Django's auto-escaping: model and environment text is never HTML.
 """
@@ -15,7 +15,8 @@ from django.urls import reverse
 from django.utils.http import urlencode
 
 from webapp.runs.models import Rollout, Run
-from webapp.runs.prompts import (
+from webapp.runs.selectors import runs_visible_to
+from webapp.runs.telemetry.prompts import (
     DEFAULT_PROMPT_ORDER,
     MAX_CHOSEN_STEPS,
     PROMPT_ORDERS,
@@ -24,8 +25,7 @@ from webapp.runs.prompts import (
     run_prompt_timeline,
     run_prompts,
 )
-from webapp.runs.selectors import runs_visible_to
-from webapp.runs.transcripts import transcript_messages
+from webapp.runs.telemetry.transcripts import transcript_messages
 
 PAGE_PROMPTS = 50
 MAX_PAGE = 100_000

@@ -21,13 +21,13 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from webapp.accounts.socket_auth import socket_user
-from webapp.runs.live import run_group
 from webapp.runs.selectors import (
     run_last_event_id,
     run_progress,
     run_status_display,
     runs_visible_to,
 )
+from webapp.runs.telemetry.live import run_group
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ One layout per user, applied to every run page they open:
       }
     }
 
-A chart is named by its fixed id (webapp.runs.charts.CHARTS) or by "metric:<key>" for an
+A chart is named by its fixed id (webapp.runs.telemetry.charts.CHARTS) or by "metric:<key>" for an
 added one. The layout comes from the browser: every part is bounded and checked, and a
 rejected layout changes no row.
 """
@@ -24,8 +24,8 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 
 from webapp.accounts.models import RunChartLayout
-from webapp.runs.charts import CHARTS
 from webapp.runs.models import MetricPoint
+from webapp.runs.telemetry.charts import CHARTS
 
 MAX_METRIC_CHARTS = 24
 # A key longer than the stored ones names no metric.

@@ -11,9 +11,9 @@ from django.db import transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
-from webapp.runs.metric_keys import canonical_metric_key
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent, prompt_key
 from webapp.runs.selectors import run_last_event_id
+from webapp.runs.telemetry.metric_keys import canonical_metric_key
 
 
 def _number(value: Any) -> float | None:

@@ -50,7 +50,7 @@ CHARTS: tuple[ChartSpec, ...] = (
 # Only on the page of a run with an SFT warm-up (worker/warmup.py); x is the SFT step.
 WARMUP_CHART = ChartSpec("sft-loss", "SFT warm-up loss", "loss", ("sft/loss",))
 # Only on the page of a GPU run (worker/perf.py measures both; the async trainer's spelling of
-# the throughput is stored under the same key, webapp.runs.metric_keys).
+# the throughput is stored under the same key, webapp.runs.telemetry.metric_keys).
 GPU_CHARTS: tuple[ChartSpec, ...] = (
     ChartSpec("throughput", "Generation throughput", "generated tokens/s", ("perf/generated_tokens_per_s",)),
     ChartSpec("gpu-memory", "GPU memory (peak per step)", "GiB", ("perf/gpu_memory_gib",)),

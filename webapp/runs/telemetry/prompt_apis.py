@@ -1,4 +1,4 @@
-"""REST API of the prompt-pinned timeline (webapp/runs/prompts.py): thin views.
+"""REST API of the prompt-pinned timeline (webapp/runs/telemetry/prompts.py): thin views.
 
 `GET /api/runs/<id>/prompts/?order=&page=&limit=`: the run's training prompts, paginated;
 `GET /api/runs/<id>/prompts/<key>/?steps=1,5,9`: one prompt's GRPO groups at those steps
@@ -21,7 +21,8 @@ from rest_framework.views import APIView
 
 from webapp.core.params import int_param
 from webapp.runs.models import Rollout, Run
-from webapp.runs.prompts import (
+from webapp.runs.selectors import rollout_replay_url, runs_visible_to
+from webapp.runs.telemetry.prompts import (
     DEFAULT_PROMPT_ORDER,
     MAX_CHOSEN_STEPS,
     PROMPT_ORDERS,
@@ -30,7 +31,6 @@ from webapp.runs.prompts import (
     run_prompt_timeline,
     run_prompts,
 )
-from webapp.runs.selectors import rollout_replay_url, runs_visible_to
 
 MAX_PAGE_SIZE = 200
 
