@@ -29,7 +29,7 @@ def test_the_second_pass_keeps_the_tests_with_database_access_only():
     dropped = everything - kept
     assert kept < everything
     # No database: the import check and the settings checks run in processes of their own.
-    assert "tests/webapp/test_layering.py::test_the_web_app_imports_no_worker_code" in dropped
+    assert "tests/webapp/test_layering.py::test_the_web_app_imports_no_worker_code_and_no_torch" in dropped
     assert "tests/webapp/test_auth.py::test_production_settings_require_a_database_url" in dropped
     # The django_db marker, or a fixture that asks for the database.
     assert {t for t in everything if t.startswith("tests/api/test_demo_api.py")} <= kept

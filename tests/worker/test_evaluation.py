@@ -203,9 +203,10 @@ def test_an_abandoned_evaluation_fails_instead_of_running_forever(api, owner, ec
         heartbeat_at=timezone.now()
         - timezone.timedelta(seconds=settings.ENVLAB_INTERRUPT_SECONDS + 1)
     )
-    assert (
-        api.get(f"/api/evaluations/{evaluation.pk}/").json()["status"] == "failed"
-    )  # swept on read
+    # Reads never write: the API shows it running until beat's sweep (worker.tasks.sweep_stale_runs).
+    assert api.get(f"/api/evaluations/{evaluation.pk}/").json()["status"] == "running"
+    assert evaluation_mark_stale_failed() == 1
+    assert api.get(f"/api/evaluations/{evaluation.pk}/").json()["status"] == "failed"
     evaluation.refresh_from_db()
     assert (evaluation.lease_owner, evaluation.error) == (
         "",

@@ -1,8 +1,11 @@
+"""The API's URL table: every app owns its endpoints (<app>/apis.py); only the paths meet here."""
+
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from webapp.accounts import apis as account_apis
-from webapp.api import views
+from webapp.catalog import apis as catalog_apis
+from webapp.evaluations.arena import apis as arena_apis
 from webapp.jobs import apis as job_apis
 from webapp.rewards import apis as reward_apis
 from webapp.runs import apis as run_apis
@@ -18,33 +21,33 @@ urlpatterns = [
     path("auth/logout-all/", account_apis.TokenLogoutAllApi.as_view(), name="api-logout-all"),
     path("account/secrets/", account_apis.SecretListApi.as_view(), name="api-secrets"),
     path("account/secrets/<str:name>/", account_apis.SecretDetailApi.as_view(), name="api-secret"),
-    path("account/run-layout/", views.RunChartLayoutApi.as_view(), name="api-run-layout"),
-    path("environments/", views.EnvironmentListApi.as_view(), name="api-environments"),
-    path("environments/<int:pk>/", views.EnvironmentDetailApi.as_view(), name="api-environment"),
-    path("environments/<int:pk>/probe/", views.EnvironmentProbeApi.as_view(), name="api-environment-probe"),
-    path("environments/<int:pk>/capacity/", views.EnvironmentCapacityApi.as_view(), name="api-environment-capacity"),
+    path("account/run-layout/", run_apis.RunChartLayoutApi.as_view(), name="api-run-layout"),
+    path("environments/", catalog_apis.EnvironmentListApi.as_view(), name="api-environments"),
+    path("environments/<int:pk>/", catalog_apis.EnvironmentDetailApi.as_view(), name="api-environment"),
+    path("environments/<int:pk>/probe/", catalog_apis.EnvironmentProbeApi.as_view(), name="api-environment-probe"),
+    path("environments/<int:pk>/capacity/", catalog_apis.EnvironmentCapacityApi.as_view(), name="api-environment-capacity"),
     path(
         "environments/<int:pk>/stop-container/",
-        views.EnvironmentContainerStopApi.as_view(),
+        catalog_apis.EnvironmentContainerStopApi.as_view(),
         name="api-environment-container-stop",
     ),
-    path("runs/", views.RunListApi.as_view(), name="api-runs"),
-    path("runs/demo/", views.RunDemoApi.as_view(), name="api-run-demo"),
-    path("runs/<int:pk>/", views.RunDetailApi.as_view(), name="api-run"),
-    path("runs/<int:pk>/cancel/", views.RunCancelApi.as_view(), name="api-run-cancel"),
-    path("runs/<int:pk>/resume/", views.RunResumeApi.as_view(), name="api-run-resume"),
-    path("runs/<int:pk>/metrics/", views.RunMetricsApi.as_view(), name="api-run-metrics"),
-    path("runs/<int:pk>/metrics/keys/", views.RunMetricKeysApi.as_view(), name="api-run-metric-keys"),
-    path("runs/compare/", views.RunCompareApi.as_view(), name="api-run-compare"),
-    path("runs/<int:pk>/rollouts/", views.RunRolloutsApi.as_view(), name="api-run-rollouts"),
+    path("runs/", run_apis.RunListApi.as_view(), name="api-runs"),
+    path("runs/demo/", run_apis.RunDemoApi.as_view(), name="api-run-demo"),
+    path("runs/<int:pk>/", run_apis.RunDetailApi.as_view(), name="api-run"),
+    path("runs/<int:pk>/cancel/", run_apis.RunCancelApi.as_view(), name="api-run-cancel"),
+    path("runs/<int:pk>/resume/", run_apis.RunResumeApi.as_view(), name="api-run-resume"),
+    path("runs/<int:pk>/metrics/", run_apis.RunMetricsApi.as_view(), name="api-run-metrics"),
+    path("runs/<int:pk>/metrics/keys/", run_apis.RunMetricKeysApi.as_view(), name="api-run-metric-keys"),
+    path("runs/compare/", arena_apis.RunCompareApi.as_view(), name="api-run-compare"),
+    path("runs/<int:pk>/rollouts/", run_apis.RunRolloutsApi.as_view(), name="api-run-rollouts"),
     path("runs/<int:pk>/rollouts/steps/", run_apis.RunRolloutStepsApi.as_view(), name="api-run-rollout-steps"),
-    path("runs/<int:pk>/rollouts/export/", views.RunRolloutsExportApi.as_view(), name="api-run-rollouts-export"),
-    path("runs/<int:pk>/tools/", views.RunToolsApi.as_view(), name="api-run-tools"),
-    path("runs/<int:pk>/events/", views.RunEventsApi.as_view(), name="api-run-events"),
+    path("runs/<int:pk>/rollouts/export/", run_apis.RunRolloutsExportApi.as_view(), name="api-run-rollouts-export"),
+    path("runs/<int:pk>/tools/", run_apis.RunToolsApi.as_view(), name="api-run-tools"),
+    path("runs/<int:pk>/events/", run_apis.RunEventsApi.as_view(), name="api-run-events"),
     path("runs/<int:pk>/prompts/", prompt_apis.RunPromptListApi.as_view(), name="api-run-prompts"),
     path("runs/<int:pk>/prompts/<str:key>/", prompt_apis.RunPromptTimelineApi.as_view(), name="api-run-prompt"),
     path("runs/<int:pk>/rescore/", workbench_apis.RunRescoreApi.as_view(), name="api-run-rescore"),
-    path("workers/", views.WorkerListApi.as_view(), name="api-workers"),
+    path("workers/", run_apis.WorkerListApi.as_view(), name="api-workers"),
     path("reward-recipes/", reward_apis.RecipeListApi.as_view(), name="api-reward-recipes"),
     path("reward-recipes/<int:pk>/", reward_apis.RecipeDetailApi.as_view(), name="api-reward-recipe"),
     path("reward-recipes/<int:pk>/dry-run/", workbench_apis.RecipeDryRunApi.as_view(), name="api-reward-recipe-dry-run"),
@@ -63,15 +66,15 @@ urlpatterns = [
 urlpatterns += [path("", include("webapp.evaluations.api_urls"))]
 
 urlpatterns += [
-    path("catalog-snapshots/", views.CatalogSnapshotListApi.as_view(), name="api-catalog-snapshots"),
+    path("catalog-snapshots/", catalog_apis.CatalogSnapshotListApi.as_view(), name="api-catalog-snapshots"),
     path(
         "catalog-snapshots/<int:pk>/",
-        views.CatalogSnapshotDetailApi.as_view(),
+        catalog_apis.CatalogSnapshotDetailApi.as_view(),
         name="api-catalog-snapshot",
     ),
     path(
         "catalog-snapshots/<int:pk>/register/",
-        views.CatalogEntryRegisterApi.as_view(),
+        catalog_apis.CatalogEntryRegisterApi.as_view(),
         name="api-catalog-snapshot-register",
     ),
 ]

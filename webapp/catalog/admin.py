@@ -5,7 +5,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from webapp.catalog.bundled import BUNDLED, BundledError, bundled_start, bundled_stop
-from webapp.catalog.models import BundledServer, Environment
+from webapp.catalog.models import BundledServer, CatalogSnapshot, Environment
 from webapp.catalog.services import (
     EnvironmentRejected,
     environment_container_stop,
@@ -123,10 +123,6 @@ class BundledServerAdmin(admin.ModelAdmin):
         for key in keys:
             bundled_stop(key=key)
         self.message_user(request, f"Stopped {', '.join(keys) or 'nothing'}.", messages.INFO)
-
-
-# Imported here, not at the top: this registration is appended by its own change.
-from webapp.catalog.models import CatalogSnapshot  # noqa: E402
 
 
 @admin.register(CatalogSnapshot)

@@ -4,8 +4,8 @@ The lease is the runs' pattern (webapp.runs.services.run_claim): a conditional U
 a queued evaluation, or a running one whose heartbeat went stale (its worker died); the
 holder renews the heartbeat while it plays and records each episode under the lease, so a
 takeover continues where the dead worker stopped (episodes already stored are kept). An
-evaluation nobody takes over is marked failed by `evaluation_mark_stale_failed`, run on
-every read of evaluations (API and pages)."""
+evaluation nobody takes over is marked failed by `evaluation_mark_stale_failed`, which beat's
+sweep runs every 30 s (worker.tasks.sweep_stale_runs)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,56 @@
-"""`GET /api/runs/<id>/rollouts/steps/`: how many rollouts each step stored, newest step
-first, up to the run's current seq (the run page's transcript list sizes itself from it
-after a resumed run forgot its later steps)."""
+"""REST API for runs (shared/docs/design.md): launch, list, detail, cancel, resume, metrics,
+rollouts (pages, steps, export), events, tools, the chart layout, and the workers; thin views
+over webapp.runs' services and selectors."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.runs.selectors import run_rollout_steps, runs_visible_to
+from webapp.core.export import FORMATS as EXPORT_FORMATS
+from webapp.core.export import MEDIA_TYPES, StreamedExportApi
+from webapp.core.params import int_param
+from webapp.core.parsers import EnvlabJSONParser as JSONParser
+from webapp.core.throttles import WriteThrottled
+from webapp.runs.config import RunConfig
+from webapp.runs.demo import run_launch_demo
+from webapp.runs.models import Run, WorkerHeartbeat
+from webapp.runs.selectors import (
+    RUN_CHANGE_REFUSAL,
+    run_can_change,
+    run_events,
+    run_rollout_steps,
+    run_rollouts,
+    runs_visible_to,
+    runs_with_alerts,
+)
+from webapp.runs.serializers import (
+    RolloutPageOut,
+    RunDetailOut,
+    RunEventOut,
+    RunLaunchOut,
+    RunOut,
+    RunToolTableOut,
+    WorkerOut,
+)
+from webapp.runs.services import (
+    run_launch,
+    run_request_cancel,
+    run_resume,
+)
+from webapp.runs.telemetry.export import rollouts_jsonl, rollouts_parquet
+from webapp.runs.telemetry.layout import RunLayoutRejected, run_layout_for, run_layout_save
+from webapp.runs.telemetry.series import run_metric_keys, run_metric_series
+from webapp.runs.telemetry.tools import run_tool_table
 
 
 class RunRolloutStepsApi(APIView):
@@ -20,3 +60,197 @@ class RunRolloutStepsApi(APIView):
         # The seq is read first: every rollout counted is at or below it, later ones are live.
         last_seq = run.last_seq
         return Response({"last_seq": last_seq, "steps": run_rollout_steps(run=run, through_seq=last_seq)})
+
+
+class RunListApi(WriteThrottled, APIView):
+    write_throttle_scope = "launch"
+
+    @extend_schema(responses=RunOut(many=True))
+    def get(self, request: Request) -> Response:
+        runs = runs_with_alerts(runs_visible_to(user=request.user))[:200]
+        return Response(RunOut(runs, many=True).data)
+
+    # The one run config schema, published as is: clients (and the schema fuzzer) see real bodies.
+    @extend_schema(request=RunConfig, responses={201: RunLaunchOut})
+    def post(self, request: Request) -> Response:
+        run = run_launch(owner=request.user, data=request.data)
+        return Response(RunLaunchOut(run).data, status=status.HTTP_201_CREATED)
+
+
+class RunDemoApi(WriteThrottled, APIView):
+    """The home page's demo button over the API: the same service, checks, quota and launch
+    throttle; answers with the queued run as `GET /api/runs/<id>/` shows it."""
+
+    write_throttle_scope = "launch"
+
+    @extend_schema(request=None, responses={201: RunDetailOut})
+    def post(self, request: Request) -> Response:
+        run = run_launch_demo(owner=request.user)
+        return Response(RunDetailOut(run).data, status=status.HTTP_201_CREATED)
+
+
+def _visible_run(request: Request, pk: int) -> Run:
+    return get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+
+
+def _changeable_run(request: Request, pk: int) -> Run:
+    run = _visible_run(request, pk)
+    if not run_can_change(user=request.user, run=run):
+        raise PermissionDenied(RUN_CHANGE_REFUSAL)
+    return run
+
+
+class RunDetailApi(APIView):
+    @extend_schema(responses=RunDetailOut)
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(RunDetailOut(_visible_run(request, pk)).data)
+
+
+class RunCancelApi(APIView):
+    @extend_schema(request=None, responses=RunOut)
+    def post(self, request: Request, pk: int) -> Response:
+        return Response(RunOut(run_request_cancel(run=_changeable_run(request, pk))).data)
+
+
+class RunResumeApi(APIView):
+    throttle_scope = "launch"
+
+    @extend_schema(request=None, responses=RunOut)
+    def post(self, request: Request, pk: int) -> Response:
+        return Response(RunOut(run_resume(run=_changeable_run(request, pk))).data)
+
+
+class RunMetricsApi(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("key", str, many=True),
+            OpenApiParameter("max_points", int),
+        ],
+        responses=dict,
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        run = _visible_run(request, pk)
+        keys = [k for k in request.query_params.getlist("key") if k]
+        max_points = int_param(request, "max_points", 500, 1, 100_000)
+        return Response({"series": run_metric_series(run=run, keys=keys, max_points=max_points)})
+
+
+class RunMetricKeysApi(APIView):
+    """Every key the run logged that can be charted (the run page's metric picker)."""
+
+    @extend_schema(responses=dict)
+    def get(self, request: Request, pk: int) -> Response:
+        return Response({"keys": run_metric_keys(run=_visible_run(request, pk))})
+
+
+class RunChartLayoutApi(APIView):
+    """The signed-in user's chart layout, applied to every run page they open. PUT replaces
+    it whole; from the page (session login) it needs the CSRF token."""
+
+    parser_classes = [JSONParser]
+
+    @extend_schema(responses=dict)
+    def get(self, request: Request) -> Response:
+        return Response(run_layout_for(user=request.user))
+
+    @extend_schema(request=dict, responses=dict)
+    def put(self, request: Request) -> Response:
+        try:
+            return Response(run_layout_save(user=request.user, data=request.data))
+        except RunLayoutRejected as exc:
+            raise ValidationError(exc.errors) from None
+
+
+class RunRolloutsApi(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("step", int),
+            OpenApiParameter("env", str),
+            OpenApiParameter("after_seq", int),
+            OpenApiParameter(
+                "before_seq", int, description="Newest first, below this seq (the next page keeps lowering it)."
+            ),
+            OpenApiParameter("limit", int),
+        ],
+        responses=RolloutPageOut,
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        run = _visible_run(request, pk)
+        step = int_param(request, "step", None, 0, 10**9)
+        after_seq = int_param(request, "after_seq", None, 0, 10**15)
+        before_seq = int_param(request, "before_seq", None, 1, 10**15)
+        limit = int_param(request, "limit", 50, 1, 500)
+        rows = list(
+            run_rollouts(
+                run=run, step=step, env=request.query_params.get("env") or None, after_seq=after_seq,
+                before_seq=before_seq,
+            )[: limit + 1]
+        )
+        cursor = "after_seq" if before_seq is None else "before_seq"
+        page, next_url = _keyset_page(request, rows, limit, cursor, lambda row: row.seq)
+        return Response(RolloutPageOut({"results": page, "next": next_url}).data)
+
+
+class RunRolloutsExportApi(StreamedExportApi):
+    @extend_schema(
+        parameters=[OpenApiParameter("format", str, enum=list(EXPORT_FORMATS))],
+        responses={(200, MEDIA_TYPES["jsonl"]): bytes, (200, MEDIA_TYPES["parquet"]): bytes},
+    )
+    def get(self, request: Request, pk: int) -> StreamingHttpResponse:
+        run = _visible_run(request, pk)
+        return self.export(
+            request,
+            writers={"jsonl": lambda: rollouts_jsonl(run), "parquet": lambda: rollouts_parquet(run)},
+            filename=f"run-{run.pk}-rollouts",
+        )
+
+
+def _keyset_page(
+    request: Request, rows: list[Any], limit: int, cursor: str, key: Callable[[Any], int]
+) -> tuple[list[Any], str | None]:
+    """The first `limit` of `rows` (fetched as limit + 1), and the URL of the next page: the
+    same query with `cursor` set past the last row shown, or None when there is no more."""
+    page = rows[:limit]
+    if len(rows) <= limit:
+        return page, None
+    params = request.query_params.copy()
+    params[cursor] = str(key(page[-1]))
+    params["limit"] = str(limit)
+    return page, request.build_absolute_uri(f"{request.path}?{params.urlencode()}")
+
+
+class RunEventsApi(APIView):
+    """The run's events by id, oldest first; `after`: only those with a larger id (the run
+    page asks for what came after the last one it lists). Paginated like the rollouts."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("after", int), OpenApiParameter("limit", int)],
+        responses=dict,
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        run = _visible_run(request, pk)
+        after = int_param(request, "after", None, 0, 10**15)
+        limit = int_param(request, "limit", 100, 1, 500)
+        rows = list(run_events(run=run, after_id=after)[: limit + 1])
+        page, next_url = _keyset_page(request, rows, limit, "after", lambda row: row.pk)
+        return Response({"results": RunEventOut(page, many=True).data, "next": next_url})
+
+
+class RunToolsApi(APIView):
+    """The run's tool table: calls, failures, latency and errors per tool, for the whole run."""
+
+    @extend_schema(responses=RunToolTableOut)
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(RunToolTableOut(run_tool_table(run=_visible_run(request, pk))).data)
+
+
+class WorkerListApi(APIView):
+    @extend_schema(responses=WorkerOut(many=True))
+    def get(self, request: Request) -> Response:
+        workers = list(WorkerHeartbeat.objects.order_by("name"))
+        # Which run a worker trains is shown only to those who may see that run.
+        busy = {w.current_run_id for w in workers if w.current_run_id is not None}
+        visible = set(
+            runs_visible_to(user=request.user).filter(pk__in=busy).values_list("pk", flat=True)
+        )
+        return Response(WorkerOut(workers, many=True, context={"visible_runs": visible}).data)

@@ -243,8 +243,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Celery would route stdout/stderr into logging, where our console handler writes back into
 # the redirected stream and child-process logs vanish. The trainer prints nothing anyway.
 CELERY_WORKER_REDIRECT_STDOUTS = False
-# Stale runs are swept whenever runs are read (API, pages), by `manage.py sweep_runs`, and
-# by beat (CELERY_BEAT_SCHEDULE below) where one runs, as `make run` does.
+# Stale runs, evaluations and jobs are swept by beat (CELERY_BEAT_SCHEDULE below, every 30 s,
+# embedded in `make run`'s light worker) and by `manage.py sweep_runs`; reads never write.
 
 # Where runs keep checkpoints and where demo models live.
 RUNS_DIR = env_path("ENVLAB_RUNS_DIR", VAR_DIR / "runs")
