@@ -29,3 +29,10 @@ def test_the_web_app_imports_no_worker_code_and_no_torch() -> None:
     assert run.returncode == 0, run.stderr[-3000:]
     # Nor torch and its kin: loading them would cost every web process seconds and gigabytes.
     assert run.stdout == "True ['worker', 'worker.apps'] []\n", run.stdout
+
+
+def test_catalog_counts_as_active_exactly_the_run_statuses_runs_calls_active() -> None:
+    from webapp.catalog.selectors import ACTIVE_RUN_STATUSES
+    from webapp.runs.models import Run
+
+    assert set(ACTIVE_RUN_STATUSES) == {str(status) for status in Run.ACTIVE}

@@ -79,11 +79,15 @@ BUNDLED_REFUSAL = (
 )
 
 
+# Run.ACTIVE's values (a test holds them equal), read through the reverse relation: catalog
+# sits below runs and may not import its models.
+ACTIVE_RUN_STATUSES = ("queued", "running")
+
+
 def environment_active_runs(*, environment: Environment) -> list[int]:
     """Ids of the queued or running runs that use `environment` (their sessions count)."""
     return list(
-        # Run.ACTIVE's values, through the reverse relation: catalog sits below runs.
-        environment.runs.filter(status__in=("queued", "running"))
+        environment.runs.filter(status__in=ACTIVE_RUN_STATUSES)
         .order_by("pk")
         .values_list("pk", flat=True)
     )
