@@ -106,3 +106,22 @@ def test_an_open_socket_is_closed_once_access_is_lost(
     snapshot, pong, closed = async_to_sync(scenario)()
     assert (snapshot["type"], pong) == ("snapshot", {"type": "pong"})
     assert closed == {"type": "websocket.close", "code": code}
+
+
+def test_an_oversized_frame_closes_the_socket_unparsed(owner: Any, run: Run) -> None:
+    """The page only ever sends pings: a frame past the base consumer's cap (10 kB) is not
+    decoded at all, and the socket closes with 1009 (message too big)."""
+    headers, _ = signed_in_headers(owner)
+
+    async def scenario() -> tuple[Any, Any]:
+        communicator = WebsocketCommunicator(_application(RunConsumer), f"/ws/runs/{run.pk}/", headers)
+        await communicator.connect(timeout=5)
+        await communicator.receive_output(timeout=5)  # the snapshot
+        await communicator.send_to(text_data=json.dumps({"type": "ping", "pad": "x" * 11_000}))
+        closed = await communicator.receive_output(timeout=5)
+        await communicator.disconnect()
+        return closed, RunConsumer.max_message_bytes
+
+    closed, cap = async_to_sync(scenario)()
+    assert cap == 10 * 1024
+    assert closed == {"type": "websocket.close", "code": 1009}

@@ -36,7 +36,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from webapp.accounts.socket_auth import socket_user
 from webapp.catalog.console import (
@@ -60,13 +59,15 @@ from webapp.catalog.selectors import (
     environment_control_refusal,
     environments_visible_to,
 )
+from webapp.core.ws import (
+    CLOSE_FORBIDDEN,
+    CLOSE_NOT_FOUND,
+    CLOSE_TOO_MANY,
+    CLOSE_UNAUTHENTICATED,
+    GuardedConsumer,
+)
 
 log = logging.getLogger(__name__)
-
-CLOSE_UNAUTHENTICATED = 4401
-CLOSE_FORBIDDEN = 4403
-CLOSE_NOT_FOUND = 4404
-CLOSE_TOO_MANY = 4429
 
 T = TypeVar("T")
 
@@ -91,7 +92,7 @@ _renew = database_sync_to_async(console_socket_renew)
 _release = database_sync_to_async(console_socket_release)
 
 
-class EnvironmentConsoleConsumer(AsyncJsonWebsocketConsumer):
+class EnvironmentConsoleConsumer(GuardedConsumer):
     # No channel layer: the console talks to its own client only, and must keep working
     # when Redis is away. (An alias that is not configured gives a consumer no layer.)
     channel_layer_alias = "envlab-console-no-layer"
@@ -109,20 +110,12 @@ class EnvironmentConsoleConsumer(AsyncJsonWebsocketConsumer):
     executor: ThreadPoolExecutor | None = None
     limiter: RateLimiter
     idle_task: asyncio.Task[None] | None = None
-    watch_task: asyncio.Task[None] | None = None
     slot_id: int | None = None
     environment_id: int = 0
     # Set once access is gone and the socket is being closed: later frames are ignored.
     shut: bool = False
 
-    async def connect(self) -> None:
-        user = self.scope.get("user")
-        # Accept then close with a 4xxx code: a refused handshake only shows as 1006 in the
-        # browser, and the page must know not to retry.
-        await self.accept()
-        if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
-            return
+    async def opened(self, user: Any) -> None:
         self.environment_id = int(self.scope["url_route"]["kwargs"]["environment_id"])
         code, environment, why = await _console_access(user, self.environment_id)
         if code is not None or environment is None:
@@ -137,7 +130,7 @@ class EnvironmentConsoleConsumer(AsyncJsonWebsocketConsumer):
             )
             return
         self.slot_id = slot.pk
-        self.watch_task = asyncio.create_task(self._watch())
+        self.start_watch()
         self.limiter = RateLimiter(
             rate=self.messages_per_second, burst=int(self.messages_per_second)
         )
@@ -172,24 +165,20 @@ class EnvironmentConsoleConsumer(AsyncJsonWebsocketConsumer):
         self._stop_idle_watch()
         await self._refuse(code, why)
 
-    async def _watch(self) -> None:
-        while True:
-            await asyncio.sleep(self.recheck_seconds)
-            if self.session is None or self.shut:
-                return
-            try:
-                if not await self._still_allowed():
-                    return
-                if self.slot_id is not None and not await _renew(connection_id=self.slot_id):
-                    # The lease ran out (a stalled process) and the row was reclaimed.
-                    slot = await _claim(user=self.scope["user"], environment=self.session.environment)
-                    if slot is None:
-                        await self._shut(CLOSE_TOO_MANY, "this console's slot expired while the "
-                                         "most consoles one user may hold were open: close one")
-                        return
-                    self.slot_id = slot.pk
-            except Exception:  # the database away for a moment: try again at the next round
-                log.warning("console of %s: re-check failed", self.environment_id, exc_info=True)
+    async def recheck(self) -> bool:
+        if self.session is None or self.shut:
+            return False
+        if not await self._still_allowed():
+            return False
+        if self.slot_id is not None and not await _renew(connection_id=self.slot_id):
+            # The lease ran out (a stalled process) and the row was reclaimed.
+            slot = await _claim(user=self.scope["user"], environment=self.session.environment)
+            if slot is None:
+                await self._shut(CLOSE_TOO_MANY, "this console's slot expired while the "
+                                 "most consoles one user may hold were open: close one")
+                return False
+            self.slot_id = slot.pk
+        return True
 
     # --- messages ---------------------------------------------------------------------------
 
@@ -344,9 +333,7 @@ class EnvironmentConsoleConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         self._stop_idle_watch()
-        if self.watch_task is not None:
-            self.watch_task.cancel()
-            self.watch_task = None
+        self.stop_watch()
         if self.slot_id is not None:
             slot_id, self.slot_id = self.slot_id, None
             try:

@@ -18,9 +18,9 @@ import logging
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from webapp.accounts.socket_auth import socket_user
+from webapp.core.ws import CLOSE_NOT_FOUND, CLOSE_TRY_AGAIN, CLOSE_UNAUTHENTICATED, GuardedConsumer
 from webapp.runs.selectors import (
     run_last_event_id,
     run_progress,
@@ -30,11 +30,6 @@ from webapp.runs.selectors import (
 from webapp.runs.telemetry.live import run_group
 
 log = logging.getLogger(__name__)
-
-CLOSE_UNAUTHENTICATED = 4401
-CLOSE_NOT_FOUND = 4404
-CLOSE_TRY_AGAIN = 1013
-
 
 @database_sync_to_async
 def _can_see(user: Any, run_id: int) -> bool:
@@ -54,20 +49,12 @@ def _snapshot(user: Any, run_id: int) -> dict[str, Any] | None:
     }
 
 
-class RunConsumer(AsyncJsonWebsocketConsumer):
+class RunConsumer(GuardedConsumer):
     group: str | None = None
     recheck_seconds: float = 15.0
-    watch_task: asyncio.Task[None] | None = None
     run_id: int = 0
 
-    async def connect(self) -> None:
-        user = self.scope.get("user")
-        # Accept then close with a 4xxx code: a refused handshake only shows as 1006 in the
-        # browser, and the page must know not to retry.
-        await self.accept()
-        if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
-            return
+    async def opened(self, user: Any) -> None:
         run_id = self.run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
         snapshot = await _snapshot(user, run_id)
         if snapshot is None:
@@ -81,25 +68,20 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         # Re-read after joining so nothing published in between is missed.
         snapshot = await _snapshot(user, run_id) or snapshot
         await self.send_json(snapshot)
-        self.watch_task = asyncio.create_task(self._watch())
+        self.start_watch()
 
-    async def _watch(self) -> None:
-        while True:
-            await asyncio.sleep(self.recheck_seconds)
-            try:
-                user = await socket_user(self.scope)
-                code = None
-                if not user.is_authenticated:
-                    code = CLOSE_UNAUTHENTICATED
-                elif not await _can_see(user, self.run_id):
-                    code = CLOSE_NOT_FOUND
-            except Exception:  # the database away for a moment: check again next round
-                log.warning("run socket %s: re-check failed", self.run_id, exc_info=True)
-                continue
-            if code is not None:
-                await self._leave()
-                await self.close(code=code)
-                return
+    async def recheck(self) -> bool:
+        user = await socket_user(self.scope)
+        code = None
+        if not user.is_authenticated:
+            code = CLOSE_UNAUTHENTICATED
+        elif not await _can_see(user, self.run_id):
+            code = CLOSE_NOT_FOUND
+        if code is None:
+            return True
+        await self._leave()
+        await self.close(code=code)
+        return False
 
     async def _join(self, group: str) -> bool:
         """Join the run's group. After a Redis restart the layer's pooled connection fails
@@ -125,9 +107,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json(payload)
 
     async def disconnect(self, code: int) -> None:
-        if self.watch_task is not None and self.watch_task is not asyncio.current_task():
-            self.watch_task.cancel()
-        self.watch_task = None
+        self.stop_watch()
         await self._leave()
 
     async def _leave(self) -> None:
