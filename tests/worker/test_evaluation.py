@@ -126,6 +126,9 @@ def test_catch_table_has_its_columns_from_the_episode_attributes(api, owner, cat
     }
 
 
+# Committed rows: the player's heartbeat thread renews the lease on a connection of its own,
+# which would not see an uncommitted evaluation and would call the lease lost.
+@pytest.mark.django_db(transaction=True)
 def test_a_stale_lease_is_taken_over_and_stored_episodes_are_kept(api, owner, echo_url):
     from django.utils import timezone
 
