@@ -6,6 +6,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 import django
@@ -17,6 +18,24 @@ log = logging.getLogger(__name__)
 def _setup_django() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings.local")
     django.setup()
+
+
+def _claim_when_free(claim: Callable[[], Any]) -> Any:
+    """Call `claim` (a run, evaluation or job claim) until its outcome is not "busy": a
+    redelivered message waits while the holder's lease is alive, and takes the work over
+    once it is stale. Returns the last claim: "claimed", "done" or (runs, evaluations)
+    "duplicate"."""
+    from django.conf import settings
+
+    while True:
+        result = claim()
+        if result.outcome != "busy":
+            return result
+        time.sleep(settings.ENVLAB_HEARTBEAT_SECONDS)
+
+
+def _worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @shared_task(
@@ -31,24 +50,18 @@ def train_run(self: Any, run_id: int) -> str:
     do. Another copy of the message (beat re-sends queued runs) returns at once.
     """
     _setup_django()
-    from django.conf import settings
-
     from webapp.runs.services import new_lease_owner, run_claim
 
-    lease_owner = new_lease_owner()
-    worker_name = f"{socket.gethostname()}:{os.getpid()}"
-    task_id = str(self.request.id or "")
-    while True:
-        claim = run_claim(run_id=run_id, lease_owner=lease_owner, worker_name=worker_name, task_id=task_id)
-        if claim.outcome == "duplicate":
-            log.info("run %s: claimed by another message; this copy has nothing to do", run_id)
-            return "duplicate"
-        if claim.outcome == "done":
-            log.info("run %s: nothing to do (%s)", run_id, claim.run.status if claim.run else "missing")
-            return "done"
-        if claim.outcome == "claimed":
-            break
-        time.sleep(settings.ENVLAB_HEARTBEAT_SECONDS)
+    lease_owner, worker_name, task_id = new_lease_owner(), _worker_name(), str(self.request.id or "")
+    claim = _claim_when_free(
+        lambda: run_claim(run_id=run_id, lease_owner=lease_owner, worker_name=worker_name, task_id=task_id)
+    )
+    if claim.outcome == "duplicate":
+        log.info("run %s: claimed by another message; this copy has nothing to do", run_id)
+        return "duplicate"
+    if claim.outcome == "done":
+        log.info("run %s: nothing to do (%s)", run_id, claim.run.status if claim.run else "missing")
+        return "done"
 
     from worker.celery_app import CURRENT_RUN
     from worker.runner import train  # torch, transformers, trl load here, in the child
@@ -67,22 +80,16 @@ def evaluate(self: Any, evaluation_id: int) -> str:
     """Claim the evaluation's lease and play it (the runs' lease pattern: a redelivery
     waits while the lease is alive and takes over once it is stale; a copy finds it done)."""
     _setup_django()
-    from django.conf import settings
-
     from webapp.evaluations.services import evaluation_claim, new_lease_owner
 
-    lease_owner = new_lease_owner()
-    worker_name = f"{socket.gethostname()}:{os.getpid()}"
-    task_id = str(self.request.id or "")
-    while True:
-        claim = evaluation_claim(
+    lease_owner, worker_name, task_id = new_lease_owner(), _worker_name(), str(self.request.id or "")
+    claim = _claim_when_free(
+        lambda: evaluation_claim(
             evaluation_id=evaluation_id, lease_owner=lease_owner, worker_name=worker_name, task_id=task_id
         )
-        if claim.outcome in ("duplicate", "done"):
-            return claim.outcome
-        if claim.outcome == "claimed":
-            break
-        time.sleep(settings.ENVLAB_HEARTBEAT_SECONDS)
+    )
+    if claim.outcome != "claimed":
+        return str(claim.outcome)
 
     from worker.evaluation import evaluate as play  # torch and transformers load here, in the child
 
@@ -95,18 +102,12 @@ def evaluate(self: Any, evaluation_id: int) -> str:
 def run_job(self: Any, job_id: int) -> str:
     """Claim a background job (worker/jobs.py: a reward dry run, ...) and do it; the runs' lease pattern."""
     _setup_django()
-    from django.conf import settings
-
     from webapp.jobs.services import job_claim, new_lease_owner
 
     lease_owner = new_lease_owner()
-    while True:
-        claim = job_claim(job_id=job_id, lease_owner=lease_owner)
-        if claim.outcome == "done":
-            return "done"
-        if claim.outcome == "claimed":
-            break
-        time.sleep(settings.ENVLAB_HEARTBEAT_SECONDS)
+    claim = _claim_when_free(lambda: job_claim(job_id=job_id, lease_owner=lease_owner))
+    if claim.outcome != "claimed":
+        return str(claim.outcome)
 
     from worker.jobs import run_job as work  # torch loads here, in the child
 
