@@ -7,8 +7,10 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from webapp.core.models import ClaimedWork
 
-class Evaluation(models.Model):
+
+class Evaluation(ClaimedWork):
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
         RUNNING = "running", "Running"
@@ -54,27 +56,9 @@ class Evaluation(models.Model):
     )
     done = models.PositiveIntegerField(default=0)
     total = models.PositiveIntegerField()
-    error = models.TextField(blank=True, default="")
-    cancel_requested = models.BooleanField(default=False)
-    # The lease, as for runs: who plays the evaluation and when they last proved alive.
-    lease_owner = models.CharField(max_length=64, blank=True, default="")
-    claim_task_id = models.CharField(max_length=64, blank=True, default="")
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    worker_name = models.CharField(max_length=200, blank=True, default="")
-    attempts = models.PositiveIntegerField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.environment_name} ({self.status})"
-
-    @property
-    def is_active(self) -> bool:
-        return self.status in self.ACTIVE
 
 
 class EvaluationEpisode(models.Model):

@@ -6,8 +6,10 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from webapp.core.models import LeasedWork
 
-class Job(models.Model):
+
+class Job(LeasedWork):
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
         RUNNING = "running", "Running"
@@ -24,16 +26,6 @@ class Job(models.Model):
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
     result = models.JSONField(null=True, blank=True)
-    error = models.TextField(blank=True, default="")
-    lease_owner = models.CharField(max_length=64, blank=True, default="")
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"job #{self.pk} {self.kind} ({self.status})"

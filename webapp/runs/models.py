@@ -9,8 +9,10 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from webapp.core.models import ClaimedWork
 
-class Run(models.Model):
+
+class Run(ClaimedWork):
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
         RUNNING = "running", "Running"
@@ -42,36 +44,17 @@ class Run(models.Model):
     phase = models.CharField(max_length=8, choices=Phase.choices, default=Phase.GRPO)
     step = models.PositiveIntegerField(default=0)
     max_steps = models.PositiveIntegerField()
-    error = models.TextField(blank=True, default="")
-    cancel_requested = models.BooleanField(default=False)
-    # The lease: who trains the run, and when they last proved they are alive.
-    lease_owner = models.CharField(max_length=64, blank=True, default="")
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    worker_name = models.CharField(max_length=200, blank=True, default="")
-    attempts = models.PositiveIntegerField(default=0)
+    # The lease (who trains the run, the claiming message's task id...) is ClaimedWork's.
     # The train task's messages: when the last one went to the broker (None: the last send
-    # failed, beat re-sends it), how many went since the run was last queued, and the task
-    # id of the message that claimed the lease (its redelivery may take the run over; any
-    # other copy of the message has nothing to do).
+    # failed, beat re-sends it) and how many went since the run was last queued.
     sent_at = models.DateTimeField(null=True, blank=True)
     sends = models.PositiveIntegerField(default=0)
-    claim_task_id = models.CharField(max_length=64, blank=True, default="")
     checkpoint_step = models.PositiveIntegerField(null=True, blank=True)
     # Last telemetry sequence number handed out for this run.
     last_seq = models.PositiveBigIntegerField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.name} ({self.status})"
-
-    @property
-    def is_active(self) -> bool:
-        return self.status in self.ACTIVE
 
 
 class MetricPoint(models.Model):
