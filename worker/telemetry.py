@@ -379,7 +379,7 @@ class TelemetrySink:
     def _announce(self, notes: list[dict[str, Any]]) -> None:
         from channels.layers import channel_layers, get_channel_layer
 
-        from webapp.runs.telemetry.live import run_group
+        from webapp.runs.telemetry.live import run_group, run_message
 
         assert self._loop is not None
         if self._layer is None:
@@ -390,7 +390,7 @@ class TelemetrySink:
 
         async def send_all() -> None:
             for note in notes:
-                await self._layer.group_send(group, {"type": "run.event", "payload": note})
+                await self._layer.group_send(group, run_message(note))
 
         try:
             self._loop.run_until_complete(asyncio.wait_for(send_all(), self.publish_timeout))

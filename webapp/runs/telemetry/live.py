@@ -18,6 +18,12 @@ def run_group(run_id: int) -> str:
     return f"run-{run_id}"
 
 
+def run_message(payload: dict[str, Any]) -> dict[str, Any]:
+    """The channel-layer message that carries one note to a run's sockets: its type routes
+    it to RunConsumer.run_event, which relays the payload to the page as it is."""
+    return {"type": "run.event", "payload": payload}
+
+
 def notify_run(run_id: int, payload: dict[str, Any]) -> None:
     """Send from synchronous code (views, services). Never raises."""
     layer = get_channel_layer()
@@ -27,7 +33,7 @@ def notify_run(run_id: int, payload: dict[str, Any]) -> None:
         # Bounded: the layer's sockets have no timeout (idle consumers need that), and a
         # frozen Redis must not hang a request or the end of a training run.
         await asyncio.wait_for(
-            layer.group_send(run_group(run_id), {"type": "run.event", "payload": payload}), SEND_TIMEOUT
+            layer.group_send(run_group(run_id), run_message(payload)), SEND_TIMEOUT
         )
 
     try:
