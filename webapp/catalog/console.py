@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from webapp.catalog.adapters import environment_adapter
 from webapp.catalog.toolschema import describe_tools
 
 log = logging.getLogger(__name__)
@@ -326,7 +327,6 @@ class ConsoleSession:
     def bind(self) -> list[dict[str, Any]]:
         """Build the adapter class (may import openenv and read the server's schema)."""
         if self.adapter_class is None:
-            from webapp.catalog.adapters import environment_adapter
 
             adapter_class = environment_adapter(self.environment, owner=self.user)
             self.tools = console_tools(adapter_class=adapter_class)

@@ -27,6 +27,7 @@ from webapp.catalog.probe_http import (
     probe_timeout,
 )
 from webapp.catalog.probe_result import MAX_TOOLS, ProbeResult, clean_parameters, clip_text
+from webapp.catalog.toolschema import describe_tools
 
 _WS_MAX_MESSAGE = 64 * 1024
 
@@ -72,7 +73,6 @@ def _generated_tools(
     """The tools of the adapter the worker will generate for this server, as the model sees
     them (envs.adapters.generic imports no openenv at module level: cheap here)."""
     from envs.adapters import generic
-    from webapp.catalog.toolschema import describe_tools
 
     name = metadata.get("name") or "environment"
     try:
@@ -100,7 +100,6 @@ def _bundled_marker(probe: ProbeSession) -> Any:
 def _bundled_tools(spec: AdapterSpec) -> list[dict[str, Any]]:
     import importlib
 
-    from webapp.catalog.toolschema import describe_tools
 
     module_name, _, class_name = spec.adapter_path.rpartition(".")
     # Adapter modules import openenv lazily, so this import is cheap (no torch, no openenv).

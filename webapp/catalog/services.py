@@ -23,6 +23,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from webapp.accounts.secrets import user_secret_status
 from webapp.catalog.capacity import (
     CAPACITY_AT_LEAST,
     CAPACITY_DECLARED,
@@ -71,7 +72,6 @@ class EnvironmentRejected(InvalidInput):
 
 
 def _has_openreward_key(owner: AbstractBaseUser | None) -> bool:
-    from webapp.accounts.secrets import user_secret_status
 
     return owner is not None and user_secret_status(user=owner, name="openreward_api_key").is_set
 

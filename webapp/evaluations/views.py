@@ -18,6 +18,7 @@ from webapp.core.plotly import plotly_url
 from webapp.core.throttles import throttle_posts
 from webapp.evaluations.apis import results_csv, visible_evaluation
 from webapp.evaluations.arena.replay import evaluation_replay, replay_page
+from webapp.evaluations.arena.sidebyside import MAX_COLUMNS, MIN_COLUMNS
 from webapp.evaluations.config import MAX_EPISODES
 from webapp.evaluations.forms import errors_as_lines, int_field, model_line
 from webapp.evaluations.models import EvaluationEpisode
@@ -146,7 +147,6 @@ SIDE_BY_SIDE_LINKS = 50
 
 def _side_by_side_links(evaluation: Any) -> list[dict[str, Any]]:
     """Per episode index, the side by side of its models (the first four when more)."""
-    from webapp.evaluations.arena.sidebyside import MAX_COLUMNS, MIN_COLUMNS
 
     count = len(evaluation.model_specs)
     if count < MIN_COLUMNS:

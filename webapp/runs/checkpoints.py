@@ -24,6 +24,7 @@ from django.conf import settings
 
 from webapp.runs.config import CheckpointRef
 from webapp.runs.models import Run
+from webapp.runs.selectors import runs_visible_to
 
 CHECKPOINT_DIR_RE = re.compile(r"^checkpoint-([0-9]{1,9})$")
 WARMUP_MODEL_DIR = Path("warmup") / "model"
@@ -138,7 +139,6 @@ def model_resolve(*, model: str | CheckpointRef, user: Any) -> ResolvedModel:
     resolved against the database and the disk here; the rules for strings (folder roots,
     demo builds, the hub cache) are `services._model_error`'s. Raises ModelRefError."""
     if isinstance(model, CheckpointRef):
-        from webapp.runs.selectors import runs_visible_to
 
         run = runs_visible_to(user=user).filter(pk=model.run).first()
         if run is None:

@@ -25,12 +25,13 @@ from webapp.catalog.probe import ProbeError, probe_environment
 from webapp.catalog.selectors import environments_visible_to
 from webapp.core import leases
 from webapp.core.errors import StateConflict
+from webapp.rewards.selectors import RecipeRefError, recipe_resolve
 from webapp.rewards.terms import RecipeRef
 from webapp.runs.checkpoints import ModelRefError, model_label, model_pinned, model_resolve
 from webapp.runs.config import CheckpointRef, RunConfig, RunConfigError, parse_run_config
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 from webapp.runs.routing import TRAIN_QUEUE, queue_for, run_needs
-from webapp.runs.selectors import run_live_note
+from webapp.runs.selectors import run_live_note, runs_visible_to
 from webapp.runs.telemetry import metric_tiers
 from webapp.runs.telemetry.live import notify_run
 from webapp.runs.workers import run_worker_refusal
@@ -152,7 +153,6 @@ def run_config_check(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, 
     if vllm_error:
         errors["generation.vllm_server_base_url"] = [vllm_error]
     if isinstance(config.rewards, RecipeRef):
-        from webapp.rewards.selectors import RecipeRefError, recipe_resolve
 
         # Resolved once, here: the run records the exact version and its terms, and trains on them.
         try:
@@ -313,7 +313,6 @@ def _warmup_errors(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, li
     one; a random policy is not a warm-up), or a visible run with rollouts good enough to keep."""
     from envs.registry import recorded_adapter, solver_keys
     from envs.solvers import solver_class
-    from webapp.runs.selectors import runs_visible_to
 
     warmup = config.warmup
     assert warmup is not None

@@ -18,11 +18,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from envs.adapters.attributes import ATTRIBUTES, COMMON
 from webapp.catalog.selectors import environments_visible_to
+from webapp.evaluations.config import DEFAULT_PROMPTS, parse_evaluation_request
+from webapp.evaluations.services import evaluation_check
+from webapp.jobs.services import job_create
 from webapp.rewards.scoring import Episode, episode_from_stored, recipe_total
 from webapp.rewards.services import RecipeRejected, recipe_parse
-from webapp.rewards.terms import KINDS, AttributeName, RewardTerm
+from webapp.rewards.terms import KINDS, AttributeName, RewardTerm, terms_dump
+from webapp.runs.config import RunConfigError
 from webapp.runs.models import Rollout
-from webapp.workbench.dry_run import EnvName
+from webapp.workbench.dry_run import EnvName, job_env_name
 
 # A draft has no name yet while it is composed; the check then needs one that passes.
 DRAFT_NAME = "draft"
@@ -284,12 +288,6 @@ def draft_play_create(*, user: AbstractBaseUser | Any, data: Any) -> Any:
     episode, attributes, messages}`. The terms are checked as a save checks them and the
     environment and policy as a dry run checks them; every problem is raised at once as
     RecipeRejected (a 400 naming the field), and a refused request writes nothing."""
-    from webapp.evaluations.config import DEFAULT_PROMPTS, parse_evaluation_request
-    from webapp.evaluations.services import evaluation_check
-    from webapp.jobs.services import job_create
-    from webapp.rewards.terms import terms_dump
-    from webapp.runs.config import RunConfigError
-    from webapp.workbench.dry_run import job_env_name
 
     request = _request(data)
     play = request.play

@@ -23,6 +23,7 @@ from webapp.rewards.models import RewardRecipe
 from webapp.rewards.selectors import recipe_version
 from webapp.rewards.terms import RewardTerm, terms_dump
 from webapp.runs.config import RunConfigError
+from webapp.runs.forms import environment_slug
 
 KIND = "dry_run"
 MAX_GROUPS = 32
@@ -49,7 +50,6 @@ def job_env_name(name: str | None, environment: Any) -> str:
     """The name a recipe job (dry run, learnability, fresh preview) binds its adapter under:
     the one asked for, else the catalog environment's name slug as the run form makes it
     (webapp.runs.forms.environment_slug), else FALLBACK_ENV_NAME."""
-    from webapp.runs.forms import environment_slug
 
     return name or environment_slug(environment.name) or FALLBACK_ENV_NAME
 

@@ -35,8 +35,14 @@ from django.contrib.auth.models import AbstractBaseUser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envs.registry import SpecTable
+from webapp.evaluations.config import RANDOM, SOLVER, parse_evaluation_request
+from webapp.evaluations.services import evaluation_check
+from webapp.jobs.selectors import jobs_visible_to
+from webapp.jobs.services import job_create
+from webapp.rewards.selectors import recipes_visible_to
 from webapp.rewards.terms import RewardTerm, walk_terms
-from webapp.workbench.dry_run import EnvName
+from webapp.runs.config import RunConfigError
+from webapp.workbench.dry_run import EnvName, recipe_job_params, recipe_version_or_refuse
 
 KIND = "learnability"
 DEFAULT_EPISODES = 16
@@ -83,8 +89,6 @@ ALLOWED = ("environment", "episodes", "seed", "version", "prompt", "name")
 
 
 def _parse(data: Any) -> tuple[Any, LearnabilityExtras]:
-    from webapp.evaluations.config import RANDOM, SOLVER, parse_evaluation_request
-    from webapp.runs.config import RunConfigError
 
     if not isinstance(data, dict):
         raise RunConfigError({"non_field_errors": ["expected a JSON object"]})
@@ -113,10 +117,6 @@ def _parse(data: Any) -> tuple[Any, LearnabilityExtras]:
 
 def recipe_learnability_create(*, owner: AbstractBaseUser, recipe: Any, data: Any) -> Any:
     """Validate and queue a learnability job for `recipe` (a version of it) on an environment."""
-    from webapp.evaluations.services import evaluation_check
-    from webapp.jobs.services import job_create
-    from webapp.runs.config import RunConfigError
-    from webapp.workbench.dry_run import recipe_job_params, recipe_version_or_refuse
 
     request, extras = _parse(data)
     version = recipe_version_or_refuse(recipe, extras.version)
@@ -395,8 +395,6 @@ def learnability_report(
 def learnability_cards(*, user: Any, environment_id: int, limit: int = 200) -> list[dict[str, Any]]:
     """The user's newest succeeded learnability job per recipe (of theirs that still exists)
     on environment `environment_id`, newest first."""
-    from webapp.jobs.selectors import jobs_visible_to
-    from webapp.rewards.selectors import recipes_visible_to
 
     jobs = (
         jobs_visible_to(user=user)

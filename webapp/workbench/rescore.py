@@ -33,8 +33,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from webapp.jobs.services import job_create
+from webapp.rewards.models import RewardRecipe
 from webapp.rewards.scoring import episode_from_stored, recipe_total
+from webapp.rewards.selectors import RecipeRefError, recipe_resolve
 from webapp.rewards.terms import RecipeRef, RewardTerm, terms_dump, walk_terms
+from webapp.runs.config import RunConfigError
+from webapp.runs.models import Rollout, Run
+from webapp.runs.services import RunStateError
 
 KIND = "rescore"
 SCALE_REWARDS = ("group", "batch", "none")
@@ -353,12 +359,6 @@ class RescoreIn(BaseModel):
 def run_rescore_create(*, owner: Any, run: Any, data: Any) -> Any:
     """Validate and queue a re-score of `run` (the caller's, finished) with one of the caller's
     recipes (a pinned version); a refused request writes nothing. Returns the Job."""
-    from webapp.jobs.services import job_create
-    from webapp.rewards.models import RewardRecipe
-    from webapp.rewards.selectors import RecipeRefError, recipe_resolve
-    from webapp.runs.config import RunConfigError
-    from webapp.runs.models import Rollout, Run
-    from webapp.runs.services import RunStateError
 
     if not isinstance(data, dict):
         raise RunConfigError({"non_field_errors": ["expected a JSON object"]})
