@@ -112,6 +112,10 @@ class TelemetrySink:
         """A run-health alert raised or cleared ({kind, step, message, active})."""
         self._put("alert", dict(alert))
 
+    def run_event(self, kind: str, message: str, data: dict[str, Any]) -> None:
+        """A run event (webapp.runs.telemetry.record.RUN_EVENT_KINDS), stored in order."""
+        self._put("event", {"kind": kind, "message": message, "data": dict(data)})
+
     def step_done(self, step: int) -> None:
         self.step = step
 

@@ -23,7 +23,10 @@ def _number(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-# ("metrics", (step, {key: value})), ("rollouts", [row, ...]) or ("alert", {kind, step, message, active})
+# ("metrics", (step, {key: value})), ("rollouts", [row, ...]), ("alert", {kind, step, message, active})
+# or ("event", {kind, message, data}): a run event the worker raises in order with its telemetry
+# (a checkpoint that could not be saved, one left half-written and removed).
+RUN_EVENT_KINDS = ("checkpoint_failed", "checkpoint_incomplete")
 Event = tuple[str, Any]
 
 
@@ -53,7 +56,7 @@ def telemetry_record(*, run_id: int, lease_owner: str, events: list[Event]) -> l
     notes: list[dict[str, Any]] = []
     points: list[MetricPoint] = []
     rollouts: list[Rollout] = []
-    alerts: list[RunEvent] = []  # run health (worker/health.py), in the order raised
+    alerts: list[RunEvent] = []  # run health (worker/health.py) and run events, in the order raised
     last_step = 0
     for kind, payload in events:
         if kind == "metrics":
@@ -78,6 +81,13 @@ def telemetry_record(*, run_id: int, lease_owner: str, events: list[Event]) -> l
                     "alert": str(payload.get("kind", ""))[:32], "step": int(payload.get("step") or 0),
                     "active": bool(payload.get("active", True)),
                 },
+            ))
+        elif kind == "event":
+            if payload.get("kind") not in RUN_EVENT_KINDS:
+                raise ValueError(f"not a run event the worker may record: {payload.get('kind')!r}")
+            alerts.append(RunEvent(
+                run_id=run_id, kind=payload["kind"], message=storable(str(payload.get("message", ""))[:2000]),
+                data=storable(payload.get("data") or {}),
             ))
         elif kind == "rollouts" and payload:
             first = seq + 1
