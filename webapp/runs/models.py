@@ -59,6 +59,9 @@ class Run(models.Model):
     checkpoint_step = models.PositiveIntegerField(null=True, blank=True)
     # Last telemetry sequence number handed out for this run.
     last_seq = models.PositiveBigIntegerField(default=0)
+    # The token of the last telemetry chunk stored (webapp/runs/telemetry/record.py): a worker
+    # that retries a write whose commit it did not hear of sends it again, and it is not stored twice.
+    telemetry_chunk = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

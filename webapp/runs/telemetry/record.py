@@ -35,23 +35,31 @@ class LeaseLost(Exception):
 
 
 @transaction.atomic
-def telemetry_record(*, run_id: int, lease_owner: str, events: list[Event]) -> list[dict[str, Any]]:
+def telemetry_record(
+    *, run_id: int, lease_owner: str, events: list[Event], chunk: str = ""
+) -> list[dict[str, Any]]:
     """Store events in the order given, numbering them; return the notifications to publish.
 
     A step recorded twice (a step redone after a resume) replaces the earlier values.
     Raises LeaseLost, writing nothing, unless `lease_owner` holds the running run's lease:
     the lease is checked on the row this transaction locks, so a takeover (which rewinds
     the run) cannot interleave with a zombie worker's write.
+
+    `chunk`: the writer's token for these events, the same when it retries them. The writer
+    writes one chunk at a time, so a token equal to the last one stored is a retry of a write
+    that committed (its answer was lost): nothing is stored again and nothing is announced.
     """
     run = (
         Run.objects.select_for_update()
-        .only("pk", "last_seq")
+        .only("pk", "last_seq", "telemetry_chunk")
         .filter(pk=run_id, lease_owner=lease_owner, status=Run.Status.RUNNING)
         .exclude(lease_owner="")
         .first()
     )
     if run is None:
         raise LeaseLost(f"run {run_id}: this worker no longer holds the lease")
+    if chunk and run.telemetry_chunk == chunk[:64]:
+        return []
     seq = run.last_seq
     notes: list[dict[str, Any]] = []
     points: list[MetricPoint] = []
@@ -127,7 +135,9 @@ def telemetry_record(*, run_id: int, lease_owner: str, events: list[Event]) -> l
     if alerts or lost_events:
         # The run page lists events and shows the alert banner: it re-reads them over REST.
         notes.append({"type": "facts", "event": run_last_event_id(run_id=run_id)})
-    Run.objects.filter(pk=run_id).update(last_seq=seq, step=Greatest(F("step"), Value(last_step)))
+    Run.objects.filter(pk=run_id).update(
+        last_seq=seq, step=Greatest(F("step"), Value(last_step)), telemetry_chunk=chunk[:64]
+    )
     return notes
 
 
