@@ -218,7 +218,12 @@ def build_harness_trainer(
         config=config, args=args, environment=environment, dataset=dataset, tokenizer=tokenizer,
         model_name=model_source, eos_token_ids=list(eos) if isinstance(eos, list) else [eos],
     ))
-    return AsyncGRPOTrainer(
+    from worker.checkpoint_save import AtomicCheckpoints
+
+    class AtomicAsyncGRPOTrainer(AtomicCheckpoints, AsyncGRPOTrainer):
+        """Whole checkpoints or none, as GRPO runs save them (worker/checkpoint_save.py)."""
+
+    return AtomicAsyncGRPOTrainer(
         # TRL 1.16 takes a model id or folder only: a loaded model fails in its
         # create_model_from_path (TypeError, reproduced on CPU). Not changed here untested on GPU.
         model=model,  # type: ignore[arg-type]

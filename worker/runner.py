@@ -27,7 +27,12 @@ from envs.netguard import check_outbound_url  # noqa: E402
 from webapp.catalog.adapters import environment_adapter  # noqa: E402
 from webapp.catalog.credentials import ors_credentials  # noqa: E402
 from webapp.catalog.models import Environment  # noqa: E402
-from webapp.runs.checkpoints import run_dir, warmup_model_dir  # noqa: E402
+from webapp.runs.checkpoints import (  # noqa: E402
+    checkpoint_complete,
+    newest_complete_checkpoint,
+    run_dir,
+    warmup_model_dir,
+)
 from webapp.runs.config import GRPOSettings, RunConfig  # noqa: E402
 from webapp.runs.models import Run  # noqa: E402
 from webapp.runs.services import (  # noqa: E402
@@ -35,7 +40,9 @@ from webapp.runs.services import (  # noqa: E402
     run_rewind,
     run_warmup_done,
 )
+from webapp.runs.telemetry.record import LeaseLost, telemetry_record  # noqa: E402
 from webapp.settings.env import env_int  # noqa: E402
+from worker.checkpoint_save import AtomicCheckpoints, remove_leftovers  # noqa: E402
 from worker.datasets import episode_rows  # noqa: E402
 from worker.distributed import RankGroup, peer_lost  # noqa: E402
 from worker.group_starts import GroupStartMeter, group_starts  # noqa: E402
@@ -55,8 +62,9 @@ from worker.telemetry import TelemetrySink  # noqa: E402
 log = logging.getLogger(__name__)
 
 
-class CapturingGRPOTrainer(GRPOTrainer):
-    """Hands every scored rollout of a generation batch to the telemetry sink.
+class CapturingGRPOTrainer(AtomicCheckpoints, GRPOTrainer):
+    """Hands every scored rollout of a generation batch to the telemetry sink; saves whole
+    checkpoints or none (worker/checkpoint_save.py).
 
     Reads TRL's private rolling buffers right after scoring (trl 1.16; pinned in
     pyproject and covered by the end-to-end test): the newest len(inputs) entries are
@@ -324,15 +332,11 @@ class TelemetryCallback(TrainerCallback):
             control.should_save = True
 
     def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        if self.sink is not None:
-            self.sink.checkpoint(state.global_step)
-
-
-def _checkpoint_dir(output_dir: Path, step: int | None) -> Path | None:
-    if not step:
-        return None
-    path = output_dir / f"checkpoint-{step}"
-    return path if (path / "trainer_state.json").is_file() else None
+        # Called after every save, also one the disk refused (AtomicCheckpoints): only a
+        # checkpoint that is whole on disk becomes the run's, the one resume continues from.
+        step = state.global_step
+        if self.sink is not None and checkpoint_complete(Path(args.output_dir) / f"checkpoint-{step}", step):
+            self.sink.checkpoint(step)
 
 
 def _prune_checkpoints(output_dir: Path, keep_step: int | None) -> None:
@@ -344,6 +348,24 @@ def _prune_checkpoints(output_dir: Path, keep_step: int | None) -> None:
             continue
         if keep_step is None or step > keep_step:
             shutil.rmtree(path, ignore_errors=True)
+
+
+def _leftovers_recorded(run_id: int, lease_owner: str, removed: list[dict[str, Any]], start_step: int) -> bool:
+    """One `checkpoint_incomplete` event for what remove_leftovers removed. False: the lease is lost."""
+    steps = sorted({item["step"] for item in removed if item["step"] is not None})
+    named = ", ".join(f"step {step}" for step in steps) or ", ".join(item["folder"] for item in removed)
+    message = (
+        f"Removed the half-written checkpoint ({named}) that a save cut short left behind (the worker "
+        f"stopped while saving); training continues from step {start_step}."
+    )
+    try:
+        telemetry_record(run_id=run_id, lease_owner=lease_owner, events=[
+            ("event", {"kind": "checkpoint_incomplete", "message": message,
+                       "data": {"removed": removed, "start_step": start_step}}),
+        ])
+    except LeaseLost:
+        return False
+    return True
 
 
 def environment_factory(config: RunConfig, owner: Any = None) -> tuple[type[Any], dict[str, Any]]:
@@ -439,13 +461,18 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
         shutil.rmtree(warmup_dir.parent, ignore_errors=True)
     # A warm-up that ended left its model; one that did not is redone, and GRPO starts after it.
     warmup_pending = config.warmup is not None and not (warmup_dir / "config.json").is_file()
-    resume_from = None if warmup_pending else _checkpoint_dir(output_dir, run.checkpoint_step)
-    start_step = run.checkpoint_step or 0 if resume_from else 0
+    # A save cut short (the worker killed while saving) left a staging folder: never resumed from.
+    removed = remove_leftovers(output_dir)
+    # The recorded checkpoint, or the newest whole one before it should that one be gone.
+    found = None if warmup_pending else newest_complete_checkpoint(output_dir, up_to=run.checkpoint_step)
+    resume_from, start_step = (found[1], found[0]) if found else (None, 0)
     _prune_checkpoints(output_dir, start_step or None)
     if not run_rewind(
         run_id=run.pk, lease_owner=lease_owner, to_step=start_step,
         keep_warmup=config.warmup is not None and not warmup_pending,
     ):
+        return "lease_lost"
+    if removed and not _leftovers_recorded(run.pk, lease_owner, removed, start_step):
         return "lease_lost"
     if warmup_pending:
         ended = _warmup_phase(run, config, lease_owner, warmup_dir)
@@ -501,6 +528,7 @@ def grpo_phase(
                 # A loop-owning agent on a Harbor server plays the rollouts (worker/harness.py):
                 # metrics come through the callback; the agent's transcripts stay on the server.
                 trainer = _harness_trainer(run, config, output_dir, url)
+                trainer.envlab_sink = sink  # told of a checkpoint the disk refused
             else:
                 trainer = build_trainer(
                     run, config, sink, output_dir, model_source=model_source, vllm_server_base_url=url

@@ -22,6 +22,7 @@ import asyncio
 import logging
 import threading
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,12 +43,24 @@ def _weight(kind: str, item: Any) -> int:
 
 
 @dataclass
+class _Chunk:
+    """Events sent to the database in one transaction. A failed write is retried with the same
+    events under the same token: the write may have committed with its answer lost, and the
+    database then recognises the token and stores nothing twice (telemetry_record's `chunk`)."""
+
+    token: str
+    events: list[Event]
+    weight: int
+
+
+@dataclass
 class _Batch:
     events: list[Event] = field(default_factory=list)  # metrics and rollouts, in order
     checkpoint: int | None = None
+    chunk: _Chunk | None = None  # taken from `events`, being written
 
     def empty(self) -> bool:
-        return not (self.events or self.checkpoint is not None)
+        return not (self.events or self.checkpoint is not None or self.chunk is not None)
 
 
 class TelemetrySink:
@@ -88,6 +101,9 @@ class TelemetrySink:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._pending = _Batch()  # taken from the queue, not yet written
+        # Chunk tokens: this sink's own prefix (a run's warm-up and GRPO sinks share the lease).
+        self._chunk_prefix = uuid.uuid4().hex[:16]
+        self._chunks = 0
         self._notes: list[dict[str, Any]] = []  # written, not yet announced
         self._loop: asyncio.AbstractEventLoop | None = None
         self._layer: Any = None
@@ -111,6 +127,10 @@ class TelemetrySink:
     def alert(self, alert: dict[str, Any]) -> None:
         """A run-health alert raised or cleared ({kind, step, message, active})."""
         self._put("alert", dict(alert))
+
+    def run_event(self, kind: str, message: str, data: dict[str, Any]) -> None:
+        """A run event (webapp.runs.telemetry.record.RUN_EVENT_KINDS), stored in order."""
+        self._put("event", {"kind": kind, "message": message, "data": dict(data)})
 
     def step_done(self, step: int) -> None:
         self.step = step
@@ -328,16 +348,20 @@ class TelemetrySink:
         from webapp.runs.telemetry.record import telemetry_record
 
         batch = self._pending
-        while batch.events:
-            size, weight = 0, 0
-            while size < len(batch.events) and (not size or weight < self.chunk_events):
-                weight += _weight(*batch.events[size])
-                size += 1
+        while batch.events or batch.chunk is not None:
+            if batch.chunk is None:
+                size, weight = 0, 0
+                while size < len(batch.events) and (not size or weight < self.chunk_events):
+                    weight += _weight(*batch.events[size])
+                    size += 1
+                batch.chunk = _Chunk(self._next_token(), batch.events[:size], weight)
+                del batch.events[:size]
+            chunk = batch.chunk
             self._notes += telemetry_record(
-                run_id=self.run_id, lease_owner=self.lease_owner, events=batch.events[:size]
+                run_id=self.run_id, lease_owner=self.lease_owner, events=chunk.events, chunk=chunk.token
             )
-            del batch.events[:size]
-            self._release(weight)
+            batch.chunk = None
+            self._release(chunk.weight)
         if batch.checkpoint is not None:
             self._notes += run_checkpointed(run_id=self.run_id, lease_owner=self.lease_owner, step=batch.checkpoint)
             batch.checkpoint = None
@@ -352,25 +376,37 @@ class TelemetrySink:
         from webapp.runs.telemetry.record import telemetry_record
 
         events = self._pending.events
+        if self._pending.chunk is not None:  # refused whole, so nothing of it was stored
+            events[:0] = self._pending.chunk.events
+            self._pending.chunk = None
         while events:
             kind, payload = events[0]
-            piece = (kind, payload[:1]) if kind == "rollouts" else (kind, payload)
+            if kind == "rollouts" and len(payload) > 1:
+                piece: Event = (kind, payload[:1])
+                events[0] = (kind, payload[1:])
+            else:
+                piece = events.pop(0)
+            # Pending as a chunk of its own: an outage now retries it under the same token.
+            chunk = self._pending.chunk = _Chunk(self._next_token(), [piece], _weight(*piece))
             try:
-                self._notes += telemetry_record(run_id=self.run_id, lease_owner=self.lease_owner, events=[piece])
+                self._notes += telemetry_record(
+                    run_id=self.run_id, lease_owner=self.lease_owner, events=chunk.events, chunk=chunk.token
+                )
             except (DataError, IntegrityError, TypeError, ValueError) as exc:
                 self.stats["dropped_events"] += 1
                 log.error("run %s: dropped one %s event the database refuses: %s", self.run_id, kind, exc)
-            rest = payload[1:] if kind == "rollouts" else []
-            if rest:
-                events[0] = (kind, rest)
-            else:
-                events.pop(0)
-            self._release(1)
+            self._pending.chunk = None
+            self._release(chunk.weight)
+
+    def _next_token(self) -> str:
+        self._chunks += 1
+        return f"{self._chunk_prefix}:{self._chunks}"
 
     def _discard_pending(self) -> None:
         """The lease is lost: nothing of ours may be written any more."""
         self._drain()
-        dropped = sum(_weight(kind, item) for kind, item in self._pending.events)
+        chunk = self._pending.chunk
+        dropped = sum(_weight(kind, item) for kind, item in self._pending.events) + (chunk.weight if chunk else 0)
         self._pending = _Batch()
         if dropped:
             self.stats["dropped_events"] += dropped

@@ -35,6 +35,7 @@ from webapp.runs.config import GRPOSettings, RunConfig, WarmupSettings
 from webapp.runs.models import Rollout, Run
 from webapp.runs.services import WARMUP_METRIC_PREFIX
 from webapp.runs.telemetry.metric_keys import WALL_TIME_KEY
+from worker.checkpoint_save import fsync_path, fsync_tree
 
 log = logging.getLogger(__name__)
 
@@ -321,6 +322,7 @@ def save_model(model: Any, tokenizer: Any, target: Path) -> None:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         staging.chmod(0o755)
+        fsync_tree(staging)  # on disk before the rename makes it the run's model
         if target.exists():
             retired = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
             os.replace(target, retired / target.name)
@@ -328,6 +330,7 @@ def save_model(model: Any, tokenizer: Any, target: Path) -> None:
             shutil.rmtree(retired, ignore_errors=True)
         else:
             os.replace(staging, target)
+        fsync_path(target.parent)  # and the rename with it
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -153,3 +153,34 @@ def test_a_checkpoint_gone_between_check_and_launch_is_refused(owner, trained, e
         run_launch(owner=owner, data=config(echo_env.pk, model={"run": trained.pk}))
     assert caught.value.errors == {"model": [f"run {trained.pk} has no checkpoint yet"]}
     assert list(Run.objects.values_list("name", flat=True)) == ["trained"]
+
+
+def test_only_whole_checkpoints_are_listed_and_taken_as_a_model(api, owner, echo_env, settings, models_dir):  # noqa: F811
+    """What a kill during a save leaves (webapp/runs/checkpoints.py): the staging folder of the
+    save it cut short, and a folder of the layout before markers whose trainer state it cut
+    short. Neither is listed, nor pinned as "last", nor taken by its step."""
+    run = Run.objects.create(
+        owner=owner, name="killed", config={}, model="demo:echo", max_steps=20, status="interrupted",
+        checkpoint_step=12,
+    )
+    base = settings.RUNS_DIR / str(run.pk)
+    _checkpoint(settings, run, 4)  # before markers, whole: still counts
+    marked = base / "checkpoint-8"
+    marked.mkdir()
+    (marked / "config.json").write_text("{}")
+    (marked / "envlab-complete.json").write_text('{"step": 8, "files": {"config.json": 2}}')
+    torn = base / "checkpoint-12"
+    torn.mkdir()
+    (torn / "config.json").write_text("{}")
+    (torn / "trainer_state.json").write_text('{"global_step": 12, "log_hist')
+    staging = base / ".saving-checkpoint-12" / "checkpoint-12"
+    staging.mkdir(parents=True)
+    (staging / "config.json").write_text("{}")
+    (staging / "envlab-complete.json").write_text('{"step": 12}')
+
+    assert [c["step"] for c in api.get(f"/api/runs/{run.pk}/").json()["checkpoints"]] == [4, 8]
+    response = api.post("/api/runs/", config(echo_env.pk, model={"run": run.pk}), format="json")
+    assert response.status_code == 201, response.json()
+    assert response.json()["config"]["model"] == {"run": run.pk, "checkpoint": 8}
+    errors = _refused(api, config(echo_env.pk, model={"run": run.pk, "checkpoint": 12}))
+    assert errors == {"model": [f"run {run.pk} has no checkpoint at step 12; it has 4, 8"]}

@@ -125,6 +125,54 @@ def test_a_failing_database_write_is_retried_without_losing_events(claimed_run, 
     assert steps == [1, 2, 3, 4, 5]
 
 
+def test_a_write_that_committed_with_its_answer_lost_is_retried_and_stored_once(claimed_run, monkeypatch):
+    # Simulated: the connection drops after the commit, before its answer reaches the worker (a
+    # network fault that cannot be timed for real here). The write itself is real.
+    from django.db import OperationalError
+
+    import webapp.runs.telemetry.record as telemetry
+
+    real = telemetry.telemetry_record
+    lost = {"left": 1}
+
+    def answer_lost(**kwargs):
+        notes = real(**kwargs)
+        if lost["left"]:
+            lost["left"] -= 1
+            raise OperationalError("server closed the connection unexpectedly")
+        return notes
+
+    monkeypatch.setattr(telemetry, "telemetry_record", answer_lost)
+    sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.1, publish=False)
+    sink.rollouts([{"step": 1, "env": "echo", "messages": [], "rewards": {}, "reward": float(i)} for i in range(4)])
+    sink.metrics(1, {"reward": 1.5})
+    sink.metrics(2, {"reward": 2.5})
+    assert sink.close(timeout=20) is True
+
+    assert sink.stats["db_errors"] == 1
+    assert list(Rollout.objects.filter(run=claimed_run).order_by("seq").values_list("seq", "reward")) == [
+        (1, 0.0), (2, 1.0), (3, 2.0), (4, 3.0),
+    ]
+    assert list(
+        MetricPoint.objects.filter(run=claimed_run, key="reward").order_by("step").values_list("step", "value", "seq")
+    ) == [(1, 1.5, 5), (2, 2.5, 6)]
+    assert Run.objects.get(pk=claimed_run.pk).last_seq == 6
+
+
+def test_a_chunk_sent_again_is_not_stored_again(claimed_run):
+    from webapp.runs.telemetry.record import telemetry_record
+
+    events = [("rollouts", [{"step": 1, "env": "echo", "reward": 1.0}]), ("metrics", (1, {"reward": 1.0}))]
+    first = telemetry_record(run_id=claimed_run.pk, lease_owner="lease-a", events=events, chunk="s:1")
+    again = telemetry_record(run_id=claimed_run.pk, lease_owner="lease-a", events=events, chunk="s:1")
+    other = telemetry_record(run_id=claimed_run.pk, lease_owner="lease-a", events=events[1:], chunk="s:2")
+
+    assert [n["seq"] for n in first] == [1, 2] and again == [] and [n["seq"] for n in other] == [3]
+    assert list(Rollout.objects.filter(run=claimed_run).values_list("seq", flat=True)) == [1]
+    assert list(MetricPoint.objects.filter(run=claimed_run).values_list("step", "seq")) == [(1, 3)]
+    assert Run.objects.get(pk=claimed_run.pk).telemetry_chunk == "s:2"
+
+
 def test_cancel_and_lost_lease_reach_the_training_loop(claimed_run):
     sink = TelemetrySink(
         run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.1, publish=False

@@ -5,6 +5,15 @@ GRPO (transformers' Trainer layout, with `trainer_state.json`), and the warm-up'
 `warmup/model`, listed as step 0 (the model GRPO starts from). Only checkpoints up to the run's
 recorded `checkpoint_step` count: a newer folder belongs to a timeline a resume threw away.
 
+Whole or absent: the worker (worker/checkpoint_save.py) writes a checkpoint into a staging folder
+(`.saving-checkpoint-<step>`), fsyncs every file, writes the marker `envlab-complete.json` last,
+then renames the folder into place. Every reader here (the list, the page, the API, model
+sources, resume) takes only complete checkpoints (checkpoint_complete); a staging folder, or a
+checkpoint folder that is not complete, is what a kill during a save leaves, and the next
+attempt removes it (checkpoint_leftovers). Folders written before the marker existed have none:
+they count when their `trainer_state.json`, which transformers writes after the weights and the
+optimizer, parses.
+
 A `model` is a hub id, a local folder, `demo:<name>`, or `{"run": <id>, "checkpoint": <step> |
 "last"}`. A checkpoint is reached through its run, so the run must be visible to the user
 (webapp.runs.selectors.runs_visible_to); local folders and RUNS_DIR stay apart
@@ -13,6 +22,7 @@ A `model` is a hub id, a local folder, `demo:<name>`, or `{"run": <id>, "checkpo
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -27,6 +37,8 @@ from webapp.runs.models import Run
 from webapp.runs.selectors import runs_visible_to
 
 CHECKPOINT_DIR_RE = re.compile(r"^checkpoint-([0-9]{1,9})$")
+CHECKPOINT_MARKER = "envlab-complete.json"
+STAGING_PREFIX = ".saving-"
 WARMUP_MODEL_DIR = Path("warmup") / "model"
 Phase = Literal["warmup", "grpo"]
 
@@ -72,6 +84,65 @@ def warmup_model_dir(run_id: int) -> Path:
     return run_dir(run_id) / WARMUP_MODEL_DIR
 
 
+def checkpoint_complete(path: Path, step: int) -> bool:
+    """Whether `path` holds the whole checkpoint of `step`: its marker names that step (or, for a
+    folder written before markers, its trainer state parses and names it)."""
+    for name, field in ((CHECKPOINT_MARKER, "step"), ("trainer_state.json", "global_step")):
+        try:
+            text = (path / name).read_text(encoding="utf-8")
+        except OSError:
+            continue
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return False  # cut short by a kill: whatever else is there is not trusted
+        if name == CHECKPOINT_MARKER:
+            return isinstance(data, dict) and data.get(field) == step
+        # Before markers: transformers wrote the state after everything else; fakes in tests
+        # and older folders may omit the step, so only a different step refuses it.
+        return isinstance(data, dict) and data.get(field, step) == step
+    return False
+
+
+def checkpoint_leftovers(base: Path) -> list[tuple[int | None, Path]]:
+    """What a save cut short left in the run folder `base`: staging folders and checkpoint
+    folders that are not complete, with their step where the name gives one."""
+    found: list[tuple[int | None, Path]] = []
+    try:
+        entries = sorted(base.iterdir())
+    except OSError:
+        return found
+    for entry in entries:
+        if entry.name.startswith(STAGING_PREFIX) and entry.is_dir():
+            match = CHECKPOINT_DIR_RE.fullmatch(entry.name.removeprefix(STAGING_PREFIX).split(".", 1)[0])
+            found.append((int(match.group(1)) if match else None, entry))
+            continue
+        match = CHECKPOINT_DIR_RE.fullmatch(entry.name)
+        if match is not None and entry.is_dir() and not checkpoint_complete(entry, int(match.group(1))):
+            found.append((int(match.group(1)), entry))
+    return found
+
+
+def newest_complete_checkpoint(base: Path, *, up_to: int | None) -> tuple[int, Path] | None:
+    """The newest complete GRPO checkpoint in the run folder `base` at or below step `up_to`,
+    where a resume continues from (None: there is none, training starts over)."""
+    if not up_to:
+        return None
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return None
+    best: tuple[int, Path] | None = None
+    for entry in entries:
+        match = CHECKPOINT_DIR_RE.fullmatch(entry.name)
+        if match is None:
+            continue
+        step = int(match.group(1))
+        if 0 < step <= up_to and (best is None or step > best[0]) and checkpoint_complete(entry, step):
+            best = (step, entry)
+    return best
+
+
 def _folder_facts(path: Path, marker: str) -> tuple[datetime, int] | None:
     try:
         stamp = (path / marker).stat().st_mtime
@@ -107,7 +178,10 @@ def run_checkpoints(*, run: Run) -> list[Checkpoint]:
         step = int(match.group(1))
         if recorded is None or step > recorded or step == 0:
             continue
-        facts = _folder_facts(entry, "trainer_state.json")
+        if not checkpoint_complete(entry, step):
+            continue
+        marker = CHECKPOINT_MARKER if (entry / CHECKPOINT_MARKER).is_file() else "trainer_state.json"
+        facts = _folder_facts(entry, marker)
         if facts is not None and (entry / "config.json").is_file():
             found.append(Checkpoint(step, "grpo", facts[0], facts[1], entry))
     return sorted(found, key=lambda checkpoint: checkpoint.step)

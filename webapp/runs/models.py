@@ -52,6 +52,9 @@ class Run(ClaimedWork):
     checkpoint_step = models.PositiveIntegerField(null=True, blank=True)
     # Last telemetry sequence number handed out for this run.
     last_seq = models.PositiveBigIntegerField(default=0)
+    # The token of the last telemetry chunk stored (webapp/runs/telemetry/record.py): a worker
+    # that retries a write whose commit it did not hear of sends it again, and it is not stored twice.
+    telemetry_chunk = models.CharField(max_length=64, blank=True, default="")
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.name} ({self.status})"

@@ -23,7 +23,10 @@ def _number(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-# ("metrics", (step, {key: value})), ("rollouts", [row, ...]) or ("alert", {kind, step, message, active})
+# ("metrics", (step, {key: value})), ("rollouts", [row, ...]), ("alert", {kind, step, message, active})
+# or ("event", {kind, message, data}): a run event the worker raises in order with its telemetry
+# (a checkpoint that could not be saved, one left half-written and removed).
+RUN_EVENT_KINDS = ("checkpoint_failed", "checkpoint_incomplete")
 Event = tuple[str, Any]
 
 
@@ -32,28 +35,36 @@ class LeaseLost(Exception):
 
 
 @transaction.atomic
-def telemetry_record(*, run_id: int, lease_owner: str, events: list[Event]) -> list[dict[str, Any]]:
+def telemetry_record(
+    *, run_id: int, lease_owner: str, events: list[Event], chunk: str = ""
+) -> list[dict[str, Any]]:
     """Store events in the order given, numbering them; return the notifications to publish.
 
     A step recorded twice (a step redone after a resume) replaces the earlier values.
     Raises LeaseLost, writing nothing, unless `lease_owner` holds the running run's lease:
     the lease is checked on the row this transaction locks, so a takeover (which rewinds
     the run) cannot interleave with a zombie worker's write.
+
+    `chunk`: the writer's token for these events, the same when it retries them. The writer
+    writes one chunk at a time, so a token equal to the last one stored is a retry of a write
+    that committed (its answer was lost): nothing is stored again and nothing is announced.
     """
     run = (
         Run.objects.select_for_update()
-        .only("pk", "last_seq")
+        .only("pk", "last_seq", "telemetry_chunk")
         .filter(pk=run_id, lease_owner=lease_owner, status=Run.Status.RUNNING)
         .exclude(lease_owner="")
         .first()
     )
     if run is None:
         raise LeaseLost(f"run {run_id}: this worker no longer holds the lease")
+    if chunk and run.telemetry_chunk == chunk[:64]:
+        return []
     seq = run.last_seq
     notes: list[dict[str, Any]] = []
     points: list[MetricPoint] = []
     rollouts: list[Rollout] = []
-    alerts: list[RunEvent] = []  # run health (worker/health.py), in the order raised
+    alerts: list[RunEvent] = []  # run health (worker/health.py) and run events, in the order raised
     last_step = 0
     for kind, payload in events:
         if kind == "metrics":
@@ -78,6 +89,13 @@ def telemetry_record(*, run_id: int, lease_owner: str, events: list[Event]) -> l
                     "alert": str(payload.get("kind", ""))[:32], "step": int(payload.get("step") or 0),
                     "active": bool(payload.get("active", True)),
                 },
+            ))
+        elif kind == "event":
+            if payload.get("kind") not in RUN_EVENT_KINDS:
+                raise ValueError(f"not a run event the worker may record: {payload.get('kind')!r}")
+            alerts.append(RunEvent(
+                run_id=run_id, kind=payload["kind"], message=storable(str(payload.get("message", ""))[:2000]),
+                data=storable(payload.get("data") or {}),
             ))
         elif kind == "rollouts" and payload:
             first = seq + 1
@@ -117,7 +135,9 @@ def telemetry_record(*, run_id: int, lease_owner: str, events: list[Event]) -> l
     if alerts or lost_events:
         # The run page lists events and shows the alert banner: it re-reads them over REST.
         notes.append({"type": "facts", "event": run_last_event_id(run_id=run_id)})
-    Run.objects.filter(pk=run_id).update(last_seq=seq, step=Greatest(F("step"), Value(last_step)))
+    Run.objects.filter(pk=run_id).update(
+        last_seq=seq, step=Greatest(F("step"), Value(last_step)), telemetry_chunk=chunk[:64]
+    )
     return notes
 
 
