@@ -75,36 +75,41 @@ def _status_code(exc: BaseException) -> int | None:
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and what it was raised from, outermost first (a context `raise ... from None`
+    suppressed is not followed)."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         yield current
-        current = current.__cause__ or current.__context__
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+
+
+def _transport_failure(exc: BaseException) -> bool:
+    if isinstance(exc, OSError) and exc.errno in _UNREACHABLE_ERRNOS:
+        return True
+    if isinstance(exc, TimeoutError | ConnectionError):
+        return True
+    return any(cls.__name__ in _TRANSPORT_CLASS_NAMES for cls in type(exc).__mro__)
 
 
 def unreachable(exc: BaseException) -> str:
     """Why `exc` says the server could not be reached ("" when it is a real answer).
 
-    Looks through the exception's causes: openenv wraps a refused connect in a ConnectionError
-    whose cause is the OSError; an HTTP 4xx anywhere in the chain is an answer, not an outage."""
-    found = ""
-    for link in _chain(exc):
+    Decided by what the failure was raised from: openenv wraps a refused connect in a
+    ConnectionError whose cause is the OSError, and a refusal of the outbound rules or an HTTP
+    403 on the WebSocket upgrade in the same ConnectionError; an HTTP 4xx anywhere in the chain
+    is an answer, a 5xx an outage."""
+    links = list(_chain(exc))
+    for link in links:
         status = _status_code(link)
-        if status is not None:
-            if 500 <= status <= 599:
-                return f"HTTP {status}"
-            if 400 <= status <= 499:
-                return ""  # the server answered: a retry would hear the same
-        if isinstance(link, OSError) and link.errno in _UNREACHABLE_ERRNOS:
-            found = found or f"{type(link).__name__}: {link}"
-        elif isinstance(link, TimeoutError | ConnectionError):
-            found = found or f"{type(link).__name__}: {link}"
-        elif type(link).__name__ in _TRANSPORT_CLASS_NAMES or any(
-            base.__name__ in _TRANSPORT_CLASS_NAMES for base in type(link).__mro__[1:]
-        ):
-            found = found or f"{type(link).__name__}: {link}"
-    return found[:300]
+        if status is not None and 400 <= status <= 499:
+            return ""  # the server answered: a retry would hear the same
+        if status is not None and 500 <= status <= 599:
+            return f"HTTP {status}"
+    if not _transport_failure(links[-1]):
+        return ""
+    return f"{type(exc).__name__}: {exc}"[:300]
 
 
 def outage_limit() -> float:
