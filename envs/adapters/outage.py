@@ -85,21 +85,25 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
 
 
-def _transport_failure(exc: BaseException) -> bool:
+def _transport_failure(exc: BaseException, *, root: bool) -> bool:
+    """Whether `exc` is the transport failing. A bare ConnectionError (no errno: openenv's
+    wrapper of whatever its connect raised) says so only where nothing caused it."""
     if isinstance(exc, OSError) and exc.errno in _UNREACHABLE_ERRNOS:
         return True
-    if isinstance(exc, TimeoutError | ConnectionError):
+    if isinstance(exc, TimeoutError | EOFError):  # EOFError: asyncio's IncompleteReadError, a cut stream
         return True
-    return any(cls.__name__ in _TRANSPORT_CLASS_NAMES for cls in type(exc).__mro__)
+    if any(cls.__name__ in _TRANSPORT_CLASS_NAMES for cls in type(exc).__mro__):
+        return True
+    return root and isinstance(exc, ConnectionError)
 
 
 def unreachable(exc: BaseException) -> str:
     """Why `exc` says the server could not be reached ("" when it is a real answer).
 
-    Decided by what the failure was raised from: openenv wraps a refused connect in a
-    ConnectionError whose cause is the OSError, and a refusal of the outbound rules or an HTTP
-    403 on the WebSocket upgrade in the same ConnectionError; an HTTP 4xx anywhere in the chain
-    is an answer, a 5xx an outage."""
+    Decided along what the failure was raised from: openenv wraps a refused connect in a
+    ConnectionError whose cause is the OSError, and a refusal of the outbound rules (a
+    ValueError) or an HTTP 403 on the WebSocket upgrade in the same ConnectionError. An HTTP 4xx
+    anywhere in the chain is an answer, a 5xx an outage."""
     links = list(_chain(exc))
     for link in links:
         status = _status_code(link)
@@ -107,7 +111,7 @@ def unreachable(exc: BaseException) -> str:
             return ""  # the server answered: a retry would hear the same
         if status is not None and 500 <= status <= 599:
             return f"HTTP {status}"
-    if not _transport_failure(links[-1]):
+    if not any(_transport_failure(link, root=link is links[-1]) for link in links):
         return ""
     return f"{type(exc).__name__}: {exc}"[:300]
 

@@ -164,3 +164,23 @@ def test_errors_that_say_unreachable():
     http_400 = urllib.error.HTTPError("http://x", 400, "Bad Request", {}, None)  # type: ignore[arg-type]
     assert outage.unreachable(http_400) == ""
     assert outage.unreachable(RuntimeError("Server error: No episode in progress (code: EXECUTION_ERROR)")) == ""
+
+
+def test_a_refusal_wrapped_in_a_connection_error_is_an_answer_and_a_cut_stream_is_not():
+    def wrapped(inner: BaseException, outer: BaseException) -> BaseException:
+        try:
+            try:
+                raise inner
+            except BaseException as exc:
+                raise outer from exc
+        except BaseException as final:
+            return final
+
+    refused_by_rules = wrapped(ValueError("the connection to x is refused: private"), ConnectionError("Failed to connect"))
+    assert outage.unreachable(refused_by_rules) == ""
+    import asyncio
+
+    from websockets.exceptions import ConnectionClosedError
+
+    cut = wrapped(asyncio.IncompleteReadError(b"", 2), ConnectionClosedError(None, None))
+    assert outage.unreachable(cut).startswith("ConnectionClosedError: no close frame received or sent")
