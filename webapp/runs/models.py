@@ -23,8 +23,20 @@ class Run(models.Model):
         WARMUP = "warmup", "SFT warm-up"
         GRPO = "grpo", "GRPO"
 
+    class Failure(models.TextChoices):
+        """Why a failed run failed, as the worker classified it (worker/lifecycle.py)."""
+
+        CONFIG = "config", "Configuration error"
+        MODEL = "model", "Model error"
+        ALERT = "alert", "Stopped by a run-health alert"
+        INFRASTRUCTURE = "infrastructure", "Infrastructure failure"
+        ERROR = "error", "Unclassified error"
+
     ACTIVE = (Status.QUEUED, Status.RUNNING)
     RESUMABLE = (Status.INTERRUPTED, Status.CANCELLED)
+    # Failures that say nothing against the run itself (a worker, a machine, a network or a
+    # server that went away): a failed run with one resumes from its last checkpoint.
+    RESUMABLE_FAILURES = (Failure.INFRASTRUCTURE,)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
     name = models.CharField(max_length=120)
@@ -43,6 +55,9 @@ class Run(models.Model):
     step = models.PositiveIntegerField(default=0)
     max_steps = models.PositiveIntegerField()
     error = models.TextField(blank=True, default="")
+    # A failed run's class of failure (Run.Failure); "" for any other status, and for runs
+    # that failed before failures were classified.
+    failure = models.CharField(max_length=16, choices=Failure.choices, blank=True, default="")
     cancel_requested = models.BooleanField(default=False)
     # The lease: who trains the run, and when they last proved they are alive.
     lease_owner = models.CharField(max_length=64, blank=True, default="")
