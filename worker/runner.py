@@ -618,10 +618,11 @@ def _warmup_phase(run: Run, config: RunConfig, lease_owner: str, warmup_dir: Pat
         factory, _task_rows = environment_factory(config, run.owner)
         # The tools as GRPO offers them (every environment's, through the router).
         tools = tool_schemas(factory())
-        result = run_warmup(
-            run=run, config=config, sink=sink, model_source=source, tools=tools, target=warmup_dir,
-            hub_token=hub_token,
-        )
+        with outage_alerts(sink):
+            result = run_warmup(
+                run=run, config=config, sink=sink, model_source=source, tools=tools, target=warmup_dir,
+                hub_token=hub_token,
+            )
         if result.outcome == "cancelled":
             status = Run.Status.CANCELLED
         elif result.outcome == "telemetry_failed":
