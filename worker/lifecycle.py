@@ -135,8 +135,8 @@ def outage_end(exc: BaseException, *, checkpoint_step: int | None) -> str | None
 
 @contextmanager
 def outage_alerts(sink: Any) -> Iterator[None]:
-    """While training runs: an environment out of reach raises the `environment_unreachable`
-    alert (with its name) through `sink`, and its return clears it. The process's outage clock
+    """While training runs: calls to an environment out of reach wait for it (envs/adapters/outage.py),
+    it raises the `environment_unreachable` alert (with its name) through `sink`, and its return clears it. The process's outage clock
     starts afresh: an earlier run's outage in this worker process is not this run's."""
     outage.CLOCK.clear()
 
@@ -145,7 +145,8 @@ def outage_alerts(sink: Any) -> Iterator[None]:
 
     unsubscribe = outage.CLOCK.subscribe(tell)
     try:
-        yield
+        with outage.CLOCK.waiting():
+            yield
     finally:
         unsubscribe()
         outage.CLOCK.clear()

@@ -615,10 +615,10 @@ def _warmup_phase(run: Run, config: RunConfig, lease_owner: str, warmup_dir: Pat
         except Exception as exc:
             mark_failure(exc, Run.Failure.MODEL)
             raise
-        factory, _task_rows = environment_factory(config, run.owner)
-        # The tools as GRPO offers them (every environment's, through the router).
-        tools = tool_schemas(factory())
         with outage_alerts(sink):
+            factory, _task_rows = environment_factory(config, run.owner)
+            # The tools as GRPO offers them (every environment's, through the router).
+            tools = tool_schemas(factory())
             result = run_warmup(
                 run=run, config=config, sink=sink, model_source=source, tools=tools, target=warmup_dir,
                 hub_token=hub_token,

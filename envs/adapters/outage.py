@@ -24,6 +24,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -156,6 +157,24 @@ class OutageClock:
         self._lock = threading.Lock()
         self._down: dict[str, _Down] = {}
         self._listeners: list[Listener] = []
+        self._waiters = 0
+
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Calls made meanwhile wait out an outage (training and its warm-up). Elsewhere (the
+        web app's try-it console, evaluations, dry runs) a call is tried once, as before: a
+        person is waiting on it, and a web request must not hang for minutes."""
+        with self._lock:
+            self._waiters += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._waiters -= 1
+
+    @property
+    def armed(self) -> bool:
+        return self._waiters > 0
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call `listener(env, reachable, message)` when an environment goes out of reach and
@@ -229,10 +248,12 @@ def call_with_retry(
     sleep: Callable[[float], None] = time.sleep,
     delays: Iterator[float] | None = None,
 ) -> T:
-    """`attempt()` until it gets through. An unreachable server (`unreachable`) is retried after
+    """`attempt()` until it gets through, where the clock is `waiting` (else once). An unreachable server (`unreachable`) is retried after
     a backoff delay while `env` has been out of reach for less than `limit` seconds
     (ENVLAB_ENV_OUTAGE_SECONDS); past it, `EnvironmentUnreachable`. Any other error is raised at
     once. `attempt` must start afresh (a new session) each time it is called."""
+    if not clock.armed:
+        return attempt()
     limit = outage_limit() if limit is None else limit
     waits = delays or backoff_delays()
     tries = 0

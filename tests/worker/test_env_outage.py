@@ -25,6 +25,13 @@ def fresh_clock():
     outage.CLOCK.clear()
 
 
+@pytest.fixture
+def training():
+    """As while a run trains (worker/lifecycle.py outage_alerts): calls wait out an outage."""
+    with outage.CLOCK.waiting():
+        yield
+
+
 def _echo(url: str, name: str = "echo-outage"):
     return adapter_class(metadata_name="echo", base_url=url, env_name=name)()
 
@@ -35,7 +42,7 @@ def _heard() -> tuple[list[tuple[str, bool, str]], object]:
     return heard, unsubscribe
 
 
-def test_reset_waits_for_a_killed_server_to_come_back_and_plays_a_fresh_episode():
+def test_reset_waits_for_a_killed_server_to_come_back_and_plays_a_fresh_episode(training):
     with EnvServerProcess() as server:
         adapter = _echo(server.url)
         adapter.reset(target="hello")
@@ -61,7 +68,7 @@ def test_reset_waits_for_a_killed_server_to_come_back_and_plays_a_fresh_episode(
     assert outage.CLOCK.down_for("echo-outage") is None
 
 
-def test_a_tool_call_on_a_killed_server_loses_the_episode_and_starts_the_outage_clock():
+def test_a_tool_call_on_a_killed_server_loses_the_episode_and_starts_the_outage_clock(training):
     with EnvServerProcess() as server:
         adapter = _echo(server.url)
         adapter.reset(target="hello")
@@ -82,7 +89,7 @@ def test_a_tool_call_on_a_killed_server_loses_the_episode_and_starts_the_outage_
         assert adapter.lost is False
 
 
-def test_an_outage_past_the_limit_raises_environment_unreachable(settings):
+def test_an_outage_past_the_limit_raises_environment_unreachable(settings, training):
     settings.ENVLAB_ENV_OUTAGE_SECONDS = 1.5
     adapter = _echo(f"http://127.0.0.1:{free_port()}", name="echo-gone")  # nothing listens there
     started = time.monotonic()
@@ -101,7 +108,7 @@ def test_an_outage_past_the_limit_raises_environment_unreachable(settings):
         assert outage.outage_of(wrapped) is raised.value
 
 
-def test_a_4xx_answer_is_not_retried():
+def test_a_4xx_answer_is_not_retried(training):
     """A server that answers, even with an error, is reachable: the reset fails at once."""
     with EnvServerProcess() as server:
         with pytest.raises(urllib.error.HTTPError) as not_found:
@@ -120,7 +127,7 @@ def test_a_4xx_answer_is_not_retried():
         assert outage.CLOCK.down_for("echo-outage") is None
 
 
-def test_call_with_retry_retries_only_what_is_unreachable():
+def test_call_with_retry_retries_only_what_is_unreachable(training):
     calls: list[str] = []
     slept: list[float] = []
 
@@ -184,3 +191,17 @@ def test_a_refusal_wrapped_in_a_connection_error_is_an_answer_and_a_cut_stream_i
 
     cut = wrapped(asyncio.IncompleteReadError(b"", 2), ConnectionClosedError(None, None))
     assert outage.unreachable(cut).startswith("ConnectionClosedError: no close frame received or sent")
+
+
+def test_outside_training_a_reset_is_tried_once(settings):
+    """The try-it console and evaluations are not training: a person waits, so no backoff."""
+    settings.ENVLAB_ENV_OUTAGE_SECONDS = 60
+    adapter = _echo(f"http://127.0.0.1:{free_port()}", name="echo-console")
+    assert not outage.CLOCK.armed
+    started = time.monotonic()
+    with pytest.raises(ConnectionError) as refused:
+        adapter.reset(target="hello")
+    assert time.monotonic() - started < 2
+    assert not isinstance(refused.value, outage.EnvironmentUnreachable)
+    assert "[Errno 111]" in str(refused.value)
+    assert outage.CLOCK.down_for("echo-console") is None
