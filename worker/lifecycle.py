@@ -121,11 +121,16 @@ def _causes(exc: BaseException) -> list[BaseException]:
     return seen
 
 
+def outage_wait_stopped(exc: BaseException) -> bool:
+    """Whether training ended because a wait for an environment was given up for the run's stop."""
+    return isinstance(outage.outage_of(exc), outage.OutageWaitStopped)
+
+
 def outage_end(exc: BaseException, *, checkpoint_step: int | None) -> str | None:
     """The interrupted run's reason when `exc` is an environment outage that outlasted
     ENVLAB_ENV_OUTAGE_SECONDS (never a failure: the run resumes once the server is back); None otherwise."""
     found = outage.outage_of(exc)
-    if found is None:
+    if found is None or isinstance(found, outage.OutageWaitStopped):
         return None
     return (
         f"interrupted: {found}. Resume continues from checkpoint step {checkpoint_step or 0} "
@@ -145,7 +150,8 @@ def outage_alerts(sink: Any) -> Iterator[None]:
 
     unsubscribe = outage.CLOCK.subscribe(tell)
     try:
-        with outage.CLOCK.waiting():
+        # A cancel or a lost lease ends the wait: the run's stop must not wait five minutes.
+        with outage.CLOCK.waiting(stop=lambda: sink.cancel_requested.is_set() or sink.lease_lost.is_set()):
             yield
     finally:
         unsubscribe()

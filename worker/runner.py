@@ -51,6 +51,7 @@ from worker.lifecycle import (  # noqa: E402
     mark_failure,
     outage_alerts,
     outage_end,
+    outage_wait_stopped,
     run_model_source,
 )
 from worker.perf import PerfMeter, completion_tokens, perf_metrics  # noqa: E402
@@ -549,7 +550,14 @@ def grpo_phase(
             log.error("run %s: a training process was lost (%s); the task records the end", run.pk, exc)
             raise
         interrupted = outage_end(exc, checkpoint_step=_recorded_checkpoint(run.pk))
-        if interrupted is not None:
+        if outage_wait_stopped(exc) and sink is not None:
+            # Cancelled (or taken over) while waiting for an environment: no step end to stop at.
+            if sink.lease_lost.is_set():
+                callback.stop_reason = "lease_lost"
+            else:
+                callback.stop_reason = "cancelled"
+                status, error = Run.Status.CANCELLED, "cancelled while waiting for an environment server"
+        elif interrupted is not None:
             # An environment out of reach for too long: nothing is wrong with the run.
             log.warning("run %s: %s", run.pk, interrupted)
             status, error = Run.Status.INTERRUPTED, interrupted
@@ -641,7 +649,9 @@ def _warmup_phase(run: Run, config: RunConfig, lease_owner: str, warmup_dir: Pat
             ), Run.Failure.CONFIG
     except Exception as exc:
         interrupted = outage_end(exc, checkpoint_step=None)
-        if interrupted is not None:
+        if outage_wait_stopped(exc):  # a lost lease is seen below
+            status, error = Run.Status.CANCELLED, "cancelled while waiting for an environment server"
+        elif interrupted is not None:
             log.warning("run %s: warm-up %s", run.pk, interrupted)
             status, error = Run.Status.INTERRUPTED, interrupted
         else:

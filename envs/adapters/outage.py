@@ -64,6 +64,11 @@ class EnvironmentUnreachable(ConnectionError):
         self.cause = cause
 
 
+class OutageWaitStopped(EnvironmentUnreachable):
+    """The wait for an environment was given up because the run is stopping (a cancel, a
+    lost lease): the worker ends the run as that stop says."""
+
+
 def _status_code(exc: BaseException) -> int | None:
     """The HTTP status an exception carries (urllib's HTTPError, httpx's HTTPStatusError,
     websockets' InvalidStatus, the openreward SDK's errors), or None."""
@@ -158,19 +163,30 @@ class OutageClock:
         self._down: dict[str, _Down] = {}
         self._listeners: list[Listener] = []
         self._waiters = 0
+        self._stops: list[Callable[[], bool]] = []
 
     @contextmanager
-    def waiting(self) -> Iterator[None]:
+    def waiting(self, stop: Callable[[], bool] | None = None) -> Iterator[None]:
         """Calls made meanwhile wait out an outage (training and its warm-up). Elsewhere (the
         web app's try-it console, evaluations, dry runs) a call is tried once, as before: a
-        person is waiting on it, and a web request must not hang for minutes."""
+        person is waiting on it, and a web request must not hang for minutes. `stop`: says
+        when to give the wait up (the run was cancelled), checked between attempts."""
         with self._lock:
             self._waiters += 1
+            if stop is not None:
+                self._stops.append(stop)
         try:
             yield
         finally:
             with self._lock:
                 self._waiters -= 1
+                if stop is not None:
+                    self._stops.remove(stop)
+
+    def stopping(self) -> bool:
+        with self._lock:
+            stops = list(self._stops)
+        return any(_asks(stop) for stop in stops)
 
     @property
     def armed(self) -> bool:
@@ -228,6 +244,14 @@ class OutageClock:
             self._down.clear()
 
 
+def _asks(stop: Callable[[], bool]) -> bool:
+    try:
+        return bool(stop())
+    except Exception:  # a broken check must not end an episode
+        log.exception("outage stop check failed")
+        return False
+
+
 def _tell(listener: Listener, env: str, reachable: bool, message: str) -> None:
     try:
         listener(env, reachable, message)
@@ -276,10 +300,23 @@ def call_with_retry(
                 ) from exc
             delay = min(next(waits), max(0.0, limit - seconds))
             log.info("%s: %s failed (%s); attempt %d in %.2f s", env, what, cause, tries + 1, delay)
+            _stop_if_asked(clock, env, what, seconds, cause, exc)
             sleep(delay)
+            _stop_if_asked(clock, env, what, seconds, cause, exc)
             continue
         clock.reached(env)
         return result
+
+
+def _stop_if_asked(
+    clock: OutageClock, env: str, what: str, seconds: float, cause: str, exc: BaseException
+) -> None:
+    if clock.stopping():
+        raise OutageWaitStopped(
+            f"stopped waiting for environment '{env}' ({what}, unreachable for {seconds:.0f} s, last with "
+            f"{cause}): the run is stopping",
+            env_name=env, seconds=seconds, cause=cause,
+        ) from exc
 
 
 def outage_of(exc: BaseException) -> EnvironmentUnreachable | None:

@@ -135,3 +135,26 @@ def test_env_outage_past_the_limit_interrupts_the_run_and_resume_finishes(api, w
     kinds = list(RunEvent.objects.filter(run_id=run_id).values_list("kind", flat=True).order_by("id"))
     assert kinds.count("interrupted") == 1 and "resumed" in kinds and "failed" not in kinds
     print(f"\nenv kept down: run interrupted {stopped:.1f} s after the kill (limit {limit:g} s), resumed from {checkpoint}")
+
+
+def test_a_run_cancelled_while_its_environment_is_away_stops_without_waiting_out_the_limit(api, worker):
+    server = EnvServerProcess().start()
+    try:
+        env_id = register_echo(api, server.url)
+        run_id = api.post("/api/runs/", run_config(env_id, max_steps=30, save_steps=3), format="json").json()["id"]
+        wait_for(lambda: (Run.objects.get(pk=run_id).checkpoint_step or 0) >= 3, 240, "a checkpoint")
+        server.kill()
+        wait_for(
+            lambda: RunEvent.objects.filter(run_id=run_id, kind="alert", data__alert=OUTAGE_ALERT).exists(),
+            30, "the environment_unreachable alert",
+        )
+        asked = time.monotonic()
+        assert api.post(f"/api/runs/{run_id}/cancel/").status_code == 200
+        run = wait_status(run_id, ("cancelled", "interrupted", "failed", "succeeded"), 30, worker)
+        took = time.monotonic() - asked
+    finally:
+        server.stop()
+    assert (run.status, run.error, run.failure) == ("cancelled", "cancelled while waiting for an environment server", "")
+    assert took < 15, took  # within a backoff delay (10 s at most) and a heartbeat, not the 20 s limit
+    assert api.get(f"/api/runs/{run_id}/").json()["resumable"] is True
+    print(f"\ncancel during an outage: cancelled {took:.1f} s after the request")

@@ -205,3 +205,18 @@ def test_outside_training_a_reset_is_tried_once(settings):
     assert not isinstance(refused.value, outage.EnvironmentUnreachable)
     assert "[Errno 111]" in str(refused.value)
     assert outage.CLOCK.down_for("echo-console") is None
+
+
+def test_a_stop_gives_the_wait_up_between_attempts(settings):
+    """A run cancelled while its environment is away stops within one backoff delay."""
+    settings.ENVLAB_ENV_OUTAGE_SECONDS = 120
+    cancelled = threading.Event()
+    threading.Timer(1.0, cancelled.set).start()
+    adapter = _echo(f"http://127.0.0.1:{free_port()}", name="echo-cancel")
+    started = time.monotonic()
+    with outage.CLOCK.waiting(stop=cancelled.is_set), pytest.raises(outage.OutageWaitStopped) as stopped:
+        adapter.reset(target="hello")
+    assert 1.0 <= time.monotonic() - started < 1.0 + outage.MAX_DELAY_S
+    assert str(stopped.value).startswith("stopped waiting for environment 'echo-cancel' (reset, unreachable for ")
+    assert str(stopped.value).endswith("): the run is stopping")
+    assert not outage.CLOCK.stopping()  # the check left with its wait
