@@ -130,7 +130,7 @@ def run_ranks(
     they could not record themselves. Returns how the run ended ("lease_lost" when another
     worker took it over)."""
     from webapp.runs.models import Run
-    from worker.lifecycle import error_message, finish_run, managed_vllm
+    from worker.lifecycle import error_message, failure_class, finish_run, managed_vllm
 
     try:
         with managed_vllm(run, config, output_dir, model_source) as vllm_url:
@@ -140,7 +140,10 @@ def run_ranks(
             )
     except Exception as exc:
         log.exception("run %s: its training processes could not run", run.pk)
-        finish_run(run_id=run.pk, lease_owner=lease_owner, status=Run.Status.FAILED, error=error_message(exc), step=None)
+        finish_run(
+            run_id=run.pk, lease_owner=lease_owner, status=Run.Status.FAILED, error=error_message(exc), step=None,
+            failure=failure_class(exc),
+        )
         return Run.Status.FAILED
 
 
@@ -223,7 +226,11 @@ def _supervise(
             f"the training processes exited (code {code}) before recording the run's end; "
             f"the end of {LOG_NAME}:\n{_tail(log_path)}"
         )
-        finish_run(run_id=run.pk, lease_owner=lease_owner, status=Run.Status.FAILED, error=error, step=None)
+        # A process died (killed, out of memory, a lost peer): nothing says the run would fail again.
+        finish_run(
+            run_id=run.pk, lease_owner=lease_owner, status=Run.Status.FAILED, error=error, step=None,
+            failure=Run.Failure.INFRASTRUCTURE,
+        )
         return Run.Status.FAILED
     if current is not None and current[0] == Run.Status.RUNNING:
         return "lease_lost"

@@ -155,6 +155,7 @@ def session_factory(config: RunConfig, environment: Any, *, vllm_url: str, model
         model=model_name,
         agent_timeout_sec=harness.agent_timeout_sec,
         agent_step_limit=harness.agent_step_limit,
+        env_name=str(getattr(environment, "name", "") or ""),
     )
 
 

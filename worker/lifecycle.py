@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from envs.adapters import outage
 from envs.adapters.base import ResetRefused
 from webapp.accounts.secrets import user_secret_value
 from webapp.runs.checkpoints import model_resolve
@@ -71,6 +72,90 @@ def finish_run(**fields: Any) -> None:
                 return
             log.warning("run %s: recording its end failed; retrying", fields["run_id"], exc_info=True)
             time.sleep(5.0)
+
+
+# The run-health alert an environment out of reach raises (cleared when it is back).
+OUTAGE_ALERT = "environment_unreachable"
+
+# Marks an exception with the class of failure it means for the run (Run.Failure), where the
+# place it was raised knows better than its type: loading the model, building the environments.
+FAILURE_MARK = "envlab_failure"
+
+
+def mark_failure(exc: BaseException, failure: str) -> None:
+    """Say what `exc` means for the run, unless something nearer the cause already did."""
+    if not getattr(exc, FAILURE_MARK, ""):
+        try:
+            setattr(exc, FAILURE_MARK, failure)
+        except AttributeError:  # an exception type with __slots__: classified by type alone
+            pass
+
+
+def failure_class(exc: BaseException) -> str:
+    """The class of failure (Run.Failure) an exception that ended training means: whether a
+    resume could succeed. Infrastructure (resumable): out of memory, a server, database or
+    network out of reach, a lost training process. Config: a refusal of the run's settings (a
+    server at capacity, a refused reset). Model: the model could not be loaded. Anything else
+    is unclassified (not resumable: nothing says it would not fail again)."""
+    from django.db import InterfaceError, OperationalError
+
+    from worker.capacity import capacity_refusal  # the failure path only; see _learn_capacity
+
+    if capacity_refusal(exc) is not None or isinstance(exc, ResetRefused):
+        return Run.Failure.CONFIG
+    for link in _causes(exc):
+        if isinstance(link, MemoryError) or type(link).__name__ in ("OutOfMemoryError", "DistError"):
+            return Run.Failure.INFRASTRUCTURE
+        if isinstance(link, OperationalError | InterfaceError) or outage.unreachable(link):
+            return Run.Failure.INFRASTRUCTURE
+    marked = getattr(exc, FAILURE_MARK, "")
+    return marked if marked in Run.Failure.values else Run.Failure.ERROR
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not s for s in seen):
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def outage_wait_stopped(exc: BaseException) -> bool:
+    """Whether training ended because a wait for an environment was given up for the run's stop."""
+    return isinstance(outage.outage_of(exc), outage.OutageWaitStopped)
+
+
+def outage_end(exc: BaseException, *, checkpoint_step: int | None) -> str | None:
+    """The interrupted run's reason when `exc` is an environment outage that outlasted
+    ENVLAB_ENV_OUTAGE_SECONDS (never a failure: the run resumes once the server is back); None otherwise."""
+    found = outage.outage_of(exc)
+    if found is None or isinstance(found, outage.OutageWaitStopped):
+        return None
+    return (
+        f"interrupted: {found}. Resume continues from checkpoint step {checkpoint_step or 0} "
+        "once the environment server answers again."
+    )
+
+
+@contextmanager
+def outage_alerts(sink: Any) -> Iterator[None]:
+    """While training runs: calls to an environment out of reach wait for it (envs/adapters/outage.py),
+    it raises the `environment_unreachable` alert (with its name) through `sink`, and its return clears it. The process's outage clock
+    starts afresh: an earlier run's outage in this worker process is not this run's."""
+    outage.CLOCK.clear()
+
+    def tell(env: str, reachable: bool, message: str) -> None:
+        sink.alert({"kind": OUTAGE_ALERT, "step": sink.step + 1, "message": message, "active": not reachable})
+
+    unsubscribe = outage.CLOCK.subscribe(tell)
+    try:
+        # A cancel or a lost lease ends the wait: the run's stop must not wait five minutes.
+        with outage.CLOCK.waiting(stop=lambda: sink.cancel_requested.is_set() or sink.lease_lost.is_set()):
+            yield
+    finally:
+        unsubscribe()
+        outage.CLOCK.clear()
 
 
 def error_message(exc: BaseException) -> str:

@@ -3,6 +3,7 @@ resume from the last recorded checkpoint. Imported only inside the Celery task."
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -21,7 +22,7 @@ from transformers import TrainerCallback  # noqa: E402
 from transformers.trainer_callback import PrinterCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from envs.adapters import toolstats  # noqa: E402
+from envs.adapters import outage, toolstats  # noqa: E402
 from envs.adapters.router import router_class  # noqa: E402
 from envs.netguard import check_outbound_url  # noqa: E402
 from webapp.catalog.adapters import environment_adapter  # noqa: E402
@@ -50,9 +51,14 @@ from worker.grpo_args import grpo_config_kwargs  # noqa: E402
 from worker.health import HealthMonitor  # noqa: E402
 from worker.lifecycle import (  # noqa: E402
     error_message,
+    failure_class,
     finish_run,
     learn_capacity,
     managed_vllm,
+    mark_failure,
+    outage_alerts,
+    outage_end,
+    outage_wait_stopped,
     run_model_source,
 )
 from worker.perf import PerfMeter, completion_tokens, perf_metrics  # noqa: E402
@@ -378,7 +384,13 @@ def environment_factory(config: RunConfig, owner: Any = None) -> tuple[type[Any]
     batch = config.grpo.generation_batch_size if config.grpo is not None else 1
     for item in config.environments:
         environment = Environment.objects.get(pk=item.environment)
-        members[item.name] = environment_adapter(environment, owner=owner, env_name=item.name, batch_size=batch)
+        # A generic adapter reads the server's tools: retried while it is out of reach.
+        bind = functools.partial(environment_adapter, environment, owner=owner, env_name=item.name, batch_size=batch)
+        try:
+            members[item.name] = outage.call_with_retry(bind, env=environment.name, what="reading its tools")
+        except Exception as exc:
+            mark_failure(exc, Run.Failure.CONFIG)  # a kind GRPO cannot train on, a server that is not one
+            raise
         if environment.kind == Environment.Kind.ORS:
             task_rows[item.name] = _ors_task_rows(environment, owner)
     if len(members) == 1:
@@ -418,11 +430,15 @@ def build_trainer(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     assert config.grpo is not None
-    source, hub_token = (model_source, None) if model_source else run_model_source(run, config)
-    tokenizer = AutoTokenizer.from_pretrained(source, token=hub_token)
-    model = AutoModelForCausalLM.from_pretrained(
-        source, dtype=torch.float32 if config.device == "cpu" else "auto", token=hub_token
-    )
+    try:
+        source, hub_token = (model_source, None) if model_source else run_model_source(run, config)
+        tokenizer = AutoTokenizer.from_pretrained(source, token=hub_token)
+        model = AutoModelForCausalLM.from_pretrained(
+            source, dtype=torch.float32 if config.device == "cpu" else "auto", token=hub_token
+        )
+    except Exception as exc:
+        mark_failure(exc, Run.Failure.MODEL)
+        raise
     factory, task_rows = environment_factory(config, run.owner)
     reward_funcs, weights = compile_rewards(config.rewards)
     if config.generation.vllm_server_base_url:
@@ -519,11 +535,12 @@ def grpo_phase(
         sink.step_done(start_step)
     health = HealthMonitor(config.alerts, tool_env=True) if lead and config.alerts.enabled else None
     callback = TelemetryCallback(sink, health, group=group)
-    status, error = Run.Status.SUCCEEDED, ""
+    status, error, failure = Run.Status.SUCCEEDED, "", ""
     train_seconds = None
     vllm = managed_vllm(run, config, output_dir, model_source) if group is None else nullcontext(vllm_url)
+    alerts = outage_alerts(sink) if sink is not None else nullcontext()
     try:
-        with vllm as url:
+        with alerts, vllm as url:
             if config.harness is not None:
                 # A loop-owning agent on a Harbor server plays the rollouts (worker/harness.py):
                 # metrics come through the callback; the agent's transcripts stay on the server.
@@ -545,7 +562,7 @@ def grpo_phase(
         if callback.stop_reason == "cancelled":
             status = Run.Status.CANCELLED
         elif callback.stop_reason == "alert":
-            status, error = Run.Status.FAILED, callback.stop_message
+            status, error, failure = Run.Status.FAILED, callback.stop_message, Run.Failure.ALERT
         elif callback.stop_reason == "telemetry_failed":
             # Interrupted, not failed: nothing is wrong with the run, and resume continues
             # from its last recorded checkpoint once the database is back.
@@ -560,9 +577,24 @@ def grpo_phase(
             # would hide that.
             log.error("run %s: a training process was lost (%s); the task records the end", run.pk, exc)
             raise
-        log.exception("run %s failed", run.pk)
-        status, error = Run.Status.FAILED, error_message(exc)
-        learn_capacity(exc, config=config, run_id=run.pk, step=sink.step + 1 if sink is not None else None, phase="grpo")
+        interrupted = outage_end(exc, checkpoint_step=_recorded_checkpoint(run.pk))
+        if outage_wait_stopped(exc) and sink is not None:
+            # Cancelled (or taken over) while waiting for an environment: no step end to stop at.
+            if sink.lease_lost.is_set():
+                callback.stop_reason = "lease_lost"
+            else:
+                callback.stop_reason = "cancelled"
+                status, error = Run.Status.CANCELLED, "cancelled while waiting for an environment server"
+        elif interrupted is not None:
+            # An environment out of reach for too long: nothing is wrong with the run.
+            log.warning("run %s: %s", run.pk, interrupted)
+            status, error = Run.Status.INTERRUPTED, interrupted
+        else:
+            log.exception("run %s failed", run.pk)
+            status, error, failure = Run.Status.FAILED, error_message(exc), failure_class(exc)
+            learn_capacity(
+                exc, config=config, run_id=run.pk, step=sink.step + 1 if sink is not None else None, phase="grpo"
+            )
     finally:
         toolstats.COLLECTOR.stop()
         if sink is not None and not sink.close(timeout=60):
@@ -572,10 +604,17 @@ def grpo_phase(
     if sink is None:
         return status
     finish_run(
-        run_id=run.pk, lease_owner=lease_owner, status=status, error=error, step=sink.step,
+        run_id=run.pk, lease_owner=lease_owner, status=status, error=error, step=sink.step, failure=failure,
         data={"train_seconds": train_seconds, "telemetry": sink.stats, **({"processes": group.world} if group else {})},
     )
     return status
+
+
+def _recorded_checkpoint(run_id: int) -> int | None:
+    try:
+        return Run.objects.filter(pk=run_id).values_list("checkpoint_step", flat=True).first()
+    except Exception:  # the message only: the database may be away too
+        return None
 
 
 def _harness_trainer(run: Run, config: RunConfig, output_dir: Path, vllm_url: str | None) -> Any:
@@ -605,16 +644,21 @@ def _warmup_phase(run: Run, config: RunConfig, lease_owner: str, warmup_dir: Pat
         max_pending=settings.ENVLAB_TELEMETRY_MAX_PENDING, outage_seconds=settings.ENVLAB_TELEMETRY_OUTAGE_SECONDS,
     )
     result: WarmupResult | None = None
-    status, error = Run.Status.SUCCEEDED, ""
+    status, error, failure = Run.Status.SUCCEEDED, "", ""
     try:
-        source, hub_token = run_model_source(run, config)
-        factory, _task_rows = environment_factory(config, run.owner)
-        # The tools as GRPO offers them (every environment's, through the router).
-        tools = tool_schemas(factory())
-        result = run_warmup(
-            run=run, config=config, sink=sink, model_source=source, tools=tools, target=warmup_dir,
-            hub_token=hub_token,
-        )
+        try:
+            source, hub_token = run_model_source(run, config)
+        except Exception as exc:
+            mark_failure(exc, Run.Failure.MODEL)
+            raise
+        with outage_alerts(sink):
+            factory, _task_rows = environment_factory(config, run.owner)
+            # The tools as GRPO offers them (every environment's, through the router).
+            tools = tool_schemas(factory())
+            result = run_warmup(
+                run=run, config=config, sink=sink, model_source=source, tools=tools, target=warmup_dir,
+                hub_token=hub_token,
+            )
         if result.outcome == "cancelled":
             status = Run.Status.CANCELLED
         elif result.outcome == "telemetry_failed":
@@ -627,14 +671,21 @@ def _warmup_phase(run: Run, config: RunConfig, lease_owner: str, warmup_dir: Pat
                 "max_tool_calling_iterations gives the model: raise it if the games are longer"
                 if config.warmup.source == "solver" else ""
             )
-            status, error = Run.Status.FAILED, (
+            status, error, failure = Run.Status.FAILED, (
                 f"the warm-up kept no episode: none of {result.episodes_seen} had a reward of at least "
                 f"{config.warmup.min_reward:g}{source}"
-            )
+            ), Run.Failure.CONFIG
     except Exception as exc:
-        log.exception("run %s: warm-up failed", run.pk)
-        status, error = Run.Status.FAILED, error_message(exc)
-        learn_capacity(exc, config=config, run_id=run.pk, step=None, phase="warmup")
+        interrupted = outage_end(exc, checkpoint_step=None)
+        if outage_wait_stopped(exc):  # a lost lease is seen below
+            status, error = Run.Status.CANCELLED, "cancelled while waiting for an environment server"
+        elif interrupted is not None:
+            log.warning("run %s: warm-up %s", run.pk, interrupted)
+            status, error = Run.Status.INTERRUPTED, interrupted
+        else:
+            log.exception("run %s: warm-up failed", run.pk)
+            status, error, failure = Run.Status.FAILED, error_message(exc), failure_class(exc)
+            learn_capacity(exc, config=config, run_id=run.pk, step=None, phase="warmup")
     finally:
         if not sink.close(timeout=60):
             log.error("run %s: warm-up telemetry not fully written", run.pk)
@@ -645,5 +696,7 @@ def _warmup_phase(run: Run, config: RunConfig, lease_owner: str, warmup_dir: Pat
         run_warmup_done(run_id=run.pk, lease_owner=lease_owner, data=result.as_dict())
         if config.grpo is not None:
             return None
-    finish_run(run_id=run.pk, lease_owner=lease_owner, status=status, error=error, step=sink.step, data=data)
+    finish_run(
+        run_id=run.pk, lease_owner=lease_owner, status=status, error=error, step=sink.step, data=data, failure=failure
+    )
     return status

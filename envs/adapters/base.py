@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
-from envs.adapters import toolstats
+from envs.adapters import outage, toolstats
 from envs.adapters.loop import LoopClient
 from envs.adapters.tool_metrics import TRANSPORT_ERROR, safe_tool_name
 
@@ -283,22 +283,32 @@ class OpenEnvAdapter(ClipsToolText):
         self._steps = 0
         self.rewards = []
         self._last_metadata = {}
-        self._client = LoopClient(_cap_messages(self._open_client()))
-        try:
-            self._client.connect()
-            result = self._client.reset(**reset_kwargs)
-        except Exception as exc:
-            if "CAPACITY_REACHED" in str(exc):
-                self._close()
-                from envs.capacity import refused_capacity
 
-                learned = refused_capacity(str(exc))
-                raise EnvironmentAtCapacity(
-                    capacity_message(type(self), learned=learned), capacity=learned, env_name=self.env_name
-                ) from None
-            raise
+        def attempt() -> Any:
+            # A fresh session each time: one that failed to connect or reset holds nothing.
+            self._close()
+            self._client = LoopClient(_cap_messages(self._open_client()))
+            try:
+                self._client.connect()
+                return self._client.reset(**reset_kwargs)
+            except Exception as exc:
+                if "CAPACITY_REACHED" in str(exc):
+                    self._close()
+                    from envs.capacity import refused_capacity
+
+                    learned = refused_capacity(str(exc))
+                    raise EnvironmentAtCapacity(
+                        capacity_message(type(self), learned=learned), capacity=learned, env_name=self.env_name
+                    ) from None
+                raise
+
+        result = outage.call_with_retry(attempt, env=self._outage_name(), what="reset")
         self._episode_id = (result.observation.metadata or {}).get("episode_id")
         return result
+
+    def _outage_name(self) -> str:
+        """The name the outage clock and its alert use: the catalog's, where the worker bound one."""
+        return self.catalog_name or self.env_name
 
     def _step(self, action: Any) -> Any:
         if self.lost:
@@ -310,6 +320,14 @@ class OpenEnvAdapter(ClipsToolText):
             result = self._client.step(action)
         except Exception as exc:
             self.tool_failures += 1
+            cause = outage.note_unreachable(self._outage_name(), exc)
+            if cause:
+                # The session lived on the socket that failed: the server no longer holds the
+                # episode, and the next reset re-opens one (retried while the server is away).
+                self.lost = True
+                self.lost_reason = f"step failed: the environment server was unreachable ({cause})"
+                log.warning("%s: episode %s lost: %s", self.env_name, self._episode_id, self.lost_reason)
+                raise toolstats.tag(EpisodeLost(LOST_MESSAGE), toolstats.error_class(exc)) from None
             gone = self._episode_gone()
             if gone:
                 self.lost = True

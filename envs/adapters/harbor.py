@@ -24,6 +24,7 @@ from openenv.core.harness import ResourceSession, ResourceSessionFactory, Verify
 from openenv.core.harness.training import TrainingTrace
 
 from envs import netguard
+from envs.adapters import outage
 
 log = logging.getLogger(__name__)
 
@@ -73,17 +74,25 @@ class HarborSession(ResourceSession):
 
             pinned_ws.install()  # its MCP WebSocket connects only where the outbound rules allow
             factory = self.factory
-            self._client = HarborEnv(factory.base_url, message_timeout_s=timeout_s or factory.message_timeout_s)
-            self.result = self._client.run_rollout(
-                split=factory.dataset,
-                task_index=self.index,
-                harness=factory.harness,
-                sandbox=factory.sandbox,
-                llm_url=factory.llm_url,
-                model=factory.model,
-                agent_timeout_sec=factory.agent_timeout_sec,
-                agent_step_limit=factory.agent_step_limit,
-                sampling=factory.sampling,
+
+            def attempt() -> Any:
+                # A fresh client each attempt: one whose connection failed holds no rollout.
+                self.close()
+                self._client = HarborEnv(factory.base_url, message_timeout_s=timeout_s or factory.message_timeout_s)
+                return self._client.run_rollout(
+                    split=factory.dataset,
+                    task_index=self.index,
+                    harness=factory.harness,
+                    sandbox=factory.sandbox,
+                    llm_url=factory.llm_url,
+                    model=factory.model,
+                    agent_timeout_sec=factory.agent_timeout_sec,
+                    agent_step_limit=factory.agent_step_limit,
+                    sampling=factory.sampling,
+                )
+
+            self.result = outage.call_with_retry(
+                attempt, env=factory.env_name or factory.base_url, what=f"the rollout of task {self.index}"
             )
         result = self.result
         if not result.ok:
@@ -136,6 +145,7 @@ class HarborSessionFactory(ResourceSessionFactory[HarborSession]):
         agent_step_limit: int = 0,
         sampling: dict[str, Any] | None = None,
         message_timeout_s: float = DEFAULT_MESSAGE_TIMEOUT_S,
+        env_name: str = "",
     ) -> None:
         self.base_url = netguard.check_outbound_url(base_url.rstrip("/"), name="Harbor server")
         self.dataset = dataset
@@ -147,6 +157,7 @@ class HarborSessionFactory(ResourceSessionFactory[HarborSession]):
         self.agent_step_limit = int(agent_step_limit)
         self.sampling = dict(sampling) if sampling else None
         self.message_timeout_s = float(message_timeout_s)
+        self.env_name = env_name  # the catalog's name, for the outage clock and its messages
 
     def create(self, task: Any, seed: int | None = None, episode_id: str | None = None) -> HarborSession:
         return HarborSession(self, task_index(task), episode_id)

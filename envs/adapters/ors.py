@@ -30,7 +30,7 @@ from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
 
 from envs import netguard
-from envs.adapters import toolstats
+from envs.adapters import outage, toolstats
 from envs.adapters.base import ClipsToolText, EpisodeLost, clip_tool_text
 from envs.adapters.ors_limits import cap_api_sessions, cap_pinger
 from envs.adapters.tool_metrics import (
@@ -370,6 +370,7 @@ class OrsAdapter(ClipsToolText):
     """One rollout's ORS session. Build subclasses with `ors_adapter_class`."""
 
     env_name: ClassVar[str] = ""  # a label (the run's name for the environment)
+    catalog_name: ClassVar[str] = ""  # the catalog's name, where the worker bound one (for outages)
     base_url: ClassVar[str] = ""
     split: ClassVar[str] = "train"  # for rows without a "split"
     splits: ClassVar[tuple[str, ...]] = ()
@@ -384,6 +385,7 @@ class OrsAdapter(ClipsToolText):
         self.rewards: list[float | None] = []
         self.reward: float = 0.0
         self.lost = False
+        self.lost_reason = ""
         self.done = False
         self.tool_calls = 0
         self.tool_failures = 0
@@ -409,12 +411,19 @@ class OrsAdapter(ClipsToolText):
         self.rewards = []
         self.reward = 0.0
         self.lost = False
+        self.lost_reason = ""
         self.done = False
         self.tool_calls = 0
         self.tool_failures = 0
         self._task_index = index
         try:
-            self._session, prompt = target.run(self._open(target, split, index))
+            # A fresh session each attempt, retried while the server is out of reach (envs/adapters/outage.py).
+            self._session, prompt = outage.call_with_retry(
+                lambda: target.run(self._open(target, split, index)),
+                env=self.catalog_name or self.env_name, what=f"opening a session on task {index}",
+            )
+        except outage.EnvironmentUnreachable:
+            raise
         except Exception as exc:
             raise RuntimeError(
                 f"cannot open a session on task {index}: {target.describe_error(exc)}"
@@ -455,9 +464,13 @@ class OrsAdapter(ClipsToolText):
             raise toolstats.tag(refused, _REFUSAL_CLASSES.get(exc.reason, INVALID_ARGS)) from None
         except Exception as exc:
             # 404/410 (the server forgot the session: it restarted), transport failure,
-            # timeout, or a tool that crashed server-side (the SDK kills the session).
+            # timeout, or a tool that crashed server-side (the SDK kills the session, so the
+            # call is not retried on it; the next reset opens a fresh one, retried while the
+            # server is out of reach).
             self.tool_failures += 1
             self.lost = True
+            self.lost_reason = f"the ORS session was lost ({target.describe_error(exc)})"[:500]
+            outage.note_unreachable(self.catalog_name or self.env_name, exc)
             log.warning(
                 "%s: session on task %s lost: %s",
                 self.env_name,

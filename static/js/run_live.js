@@ -34,6 +34,9 @@
       step: cfg.step,
       maxSteps: cfg.max_steps,
       cancelRequested: cfg.cancel_requested,
+      // Whether Resume is offered: the server's word (a failed run resumes only after an
+      // infrastructure failure), else the resumable statuses.
+      resumable: cfg.resumable,
       elapsed: cfg.elapsed_seconds,
       eta: cfg.eta_seconds,
       at: Date.now(),
@@ -102,7 +105,9 @@
     var cancelForm = byId("cancel-form");
     if (cancelForm) cancelForm.hidden = !(isActive(run.status) && !run.cancelRequested);
     var resumeForm = byId("resume-form");
-    if (resumeForm) resumeForm.hidden = cfg.resumable_statuses.indexOf(run.status) < 0;
+    if (resumeForm) {
+      resumeForm.hidden = typeof run.resumable === "boolean" ? !run.resumable : cfg.resumable_statuses.indexOf(run.status) < 0;
+    }
     var cancelNote = byId("run-cancel-requested");
     if (cancelNote) cancelNote.hidden = !(run.cancelRequested && isActive(run.status));
     tick();
@@ -124,6 +129,15 @@
     if (typeof data.step === "number") state.run.step = data.step;
     if (typeof data.max_steps === "number") state.run.maxSteps = data.max_steps;
     if ("cancel_requested" in data) state.run.cancelRequested = !!data.cancel_requested;
+    state.run.resumable = typeof data.resumable === "boolean" ? data.resumable : null;
+    if ("resumable_reason" in data) {
+      var why = byId("run-not-resumable");
+      if (why) {
+        var shown = data.status === "failed" && data.resumable_reason ? data.resumable_reason : "";
+        why.textContent = shown ? "Cannot resume: " + shown + "." : "";
+        why.hidden = !shown;
+      }
+    }
     var progress = data.progress || data;
     state.run.elapsed = progress.elapsed_seconds;
     state.run.eta = progress.eta_seconds;

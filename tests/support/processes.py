@@ -39,6 +39,7 @@ def service_env(**extra: str) -> dict[str, str]:
         "ENVLAB_RUNS_DIR": str(settings.RUNS_DIR),
         "ENVLAB_STALE_SECONDS": str(settings.ENVLAB_STALE_SECONDS),
         "ENVLAB_INTERRUPT_SECONDS": str(settings.ENVLAB_INTERRUPT_SECONDS),
+        "ENVLAB_ENV_OUTAGE_SECONDS": str(settings.ENVLAB_ENV_OUTAGE_SECONDS),
         "ENVLAB_TORCH_THREADS": "1",
         "HF_HUB_OFFLINE": "1",
         "PYTHONUNBUFFERED": "1",

@@ -881,7 +881,7 @@ def test_resume_of_a_running_run_is_refused_with_a_message(
 
     recorded_run.refresh_from_db()
     assert recorded_run.status == Run.Status.RUNNING
-    assert "Cannot resume: only interrupted or cancelled runs resume; this one is running." in (
+    assert "Cannot resume: only interrupted, cancelled or infrastructure-failed runs resume; this one is running." in (
         response.content.decode()
     )
 

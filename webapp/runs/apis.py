@@ -39,6 +39,7 @@ from webapp.runs.serializers import (
     RunEventOut,
     RunLaunchOut,
     RunOut,
+    RunResumeIn,
     RunToolTableOut,
     WorkerOut,
 )
@@ -115,9 +116,14 @@ class RunCancelApi(APIView):
 class RunResumeApi(APIView):
     throttle_scope = "launch"
 
-    @extend_schema(request=None, responses=RunOut)
+    @extend_schema(request=RunResumeIn, responses=RunOut)
     def post(self, request: Request, pk: int) -> Response:
-        return Response(RunOut(run_resume(run=_changeable_run(request, pk))).data)
+        run = _changeable_run(request, pk)
+        if not isinstance(request.data, dict):
+            raise ValidationError('the body must be a JSON object, {"checkpoint": <step>}, or empty')
+        body = RunResumeIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response(RunOut(run_resume(run=run, checkpoint=body.validated_data.get("checkpoint"))).data)
 
 
 class RunMetricsApi(APIView):

@@ -25,8 +25,20 @@ class Run(ClaimedWork):
         WARMUP = "warmup", "SFT warm-up"
         GRPO = "grpo", "GRPO"
 
+    class Failure(models.TextChoices):
+        """Why a failed run failed, as the worker classified it (worker/lifecycle.py)."""
+
+        CONFIG = "config", "Configuration error"
+        MODEL = "model", "Model error"
+        ALERT = "alert", "Stopped by a run-health alert"
+        INFRASTRUCTURE = "infrastructure", "Infrastructure failure"
+        ERROR = "error", "Unclassified error"
+
     ACTIVE = (Status.QUEUED, Status.RUNNING)
     RESUMABLE = (Status.INTERRUPTED, Status.CANCELLED)
+    # Failures that say nothing against the run itself (a worker, a machine, a network or a
+    # server that went away): a failed run with one resumes from its last checkpoint.
+    RESUMABLE_FAILURES = (Failure.INFRASTRUCTURE,)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
     name = models.CharField(max_length=120)
@@ -44,6 +56,9 @@ class Run(ClaimedWork):
     phase = models.CharField(max_length=8, choices=Phase.choices, default=Phase.GRPO)
     step = models.PositiveIntegerField(default=0)
     max_steps = models.PositiveIntegerField()
+    # A failed run's class of failure (Run.Failure); "" for any other status, and for runs
+    # that failed before failures were classified.
+    failure = models.CharField(max_length=16, choices=Failure.choices, blank=True, default="")
     # The lease (who trains the run, the claiming message's task id...) is ClaimedWork's.
     # The train task's messages: when the last one went to the broker (None: the last send
     # failed, beat re-sends it) and how many went since the run was last queued.

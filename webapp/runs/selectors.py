@@ -108,6 +108,23 @@ def run_progress(*, run: Run) -> dict[str, Any]:
     return {"step": run.step, "max_steps": run.max_steps, "elapsed_seconds": elapsed, "eta_seconds": eta}
 
 
+def run_resumable(*, run: Run) -> tuple[bool, str]:
+    """Whether `run` may resume from its last checkpoint, and why not ("" when it may).
+    Interrupted and cancelled runs resume; a failed one only when its failure says nothing
+    against the run itself (Run.RESUMABLE_FAILURES: a worker, machine, network or server that
+    went away); a configuration, model or alert failure would fail again."""
+    if run.status in Run.RESUMABLE:
+        return True, ""
+    if run.status != Run.Status.FAILED:
+        return False, f"only interrupted, cancelled or infrastructure-failed runs resume; this one is {run.status}"
+    if run.failure in Run.RESUMABLE_FAILURES:
+        return True, ""
+    if not run.failure:
+        return False, "this run failed before failures were classified, so it is not known to be safe to resume"
+    label = Run.Failure(run.failure).label
+    return False, f"this run's failure ({label.lower()}) would recur on a resume: fix it and launch a new run"
+
+
 def run_alerts(*, run: Run) -> list[dict[str, Any]]:
     """The run's health alerts (worker/health.py), one per kind and attempt, oldest first:
     `{kind, step, message, active}`. A new attempt ("started") re-checks from scratch, so

@@ -7,7 +7,13 @@ from rest_framework import serializers
 
 from webapp.runs.checkpoints import run_checkpoints
 from webapp.runs.models import Rollout, Run, RunEvent, WorkerHeartbeat
-from webapp.runs.selectors import rollout_replay_url, run_alerts, run_progress, run_status_display
+from webapp.runs.selectors import (
+    rollout_replay_url,
+    run_alerts,
+    run_progress,
+    run_resumable,
+    run_status_display,
+)
 from webapp.runs.services import LAUNCH_WARNING
 from webapp.runs.workers import run_waiting_reason, worker_facts
 
@@ -33,8 +39,32 @@ class RunOut(serializers.ModelSerializer):
             "id", "name", "owner", "status", "step", "max_steps", "error", "model", "config",
             "cancel_requested", "attempts", "checkpoint_step", "last_seq", "worker_name",
             "created_at", "started_at", "finished_at", "heartbeat_at", "progress", "alerts", "status_display",
-            "phase", "queue", "waiting_reason",
+            "phase", "queue", "waiting_reason", "failure", "resumable", "resumable_reason",
         ]
+
+    failure = serializers.CharField(
+        read_only=True,
+        help_text=(
+            "A failed run's class of failure: config, model, alert, infrastructure (a worker, machine, network "
+            "or server that went away) or error (unclassified); empty otherwise."
+        ),
+    )
+    resumable = serializers.SerializerMethodField(
+        help_text=(
+            "Whether POST /api/runs/<id>/resume/ takes it: interrupted and cancelled runs, and failed runs whose "
+            "failure is infrastructure."
+        )
+    )
+    resumable_reason = serializers.SerializerMethodField(
+        help_text="Why it cannot resume (null when it can)."
+    )
+
+    def get_resumable(self, run: Run) -> bool:
+        return run_resumable(run=run)[0]
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_resumable_reason(self, run: Run) -> str | None:
+        return run_resumable(run=run)[1] or None
 
     queue = serializers.SerializerMethodField(
         help_text="The Celery queue of its train task: train, train-cuda-<N> or train-vllm-<N>."
@@ -66,6 +96,16 @@ class RunOut(serializers.ModelSerializer):
     @extend_schema_field(serializers.CharField())
     def get_status_display(self, run: Run) -> str:
         return run_status_display(run=run, alerts=self._alerts(run))
+
+
+class RunResumeIn(serializers.Serializer):
+    checkpoint = serializers.IntegerField(
+        required=False, min_value=0,
+        help_text=(
+            "Restart from this recorded checkpoint step (0: the warm-up's model) as a new attempt, forgetting what "
+            "came after it; without it the run resumes from its last checkpoint."
+        ),
+    )
 
 
 class CheckpointOut(serializers.Serializer):

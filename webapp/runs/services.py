@@ -27,11 +27,17 @@ from webapp.core import leases
 from webapp.core.errors import StateConflict
 from webapp.rewards.selectors import RecipeRefError, recipe_resolve
 from webapp.rewards.terms import RecipeRef
-from webapp.runs.checkpoints import ModelRefError, model_label, model_pinned, model_resolve
+from webapp.runs.checkpoints import (
+    ModelRefError,
+    model_label,
+    model_pinned,
+    model_resolve,
+    run_checkpoint,
+)
 from webapp.runs.config import CheckpointRef, RunConfig, RunConfigError, parse_run_config
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 from webapp.runs.routing import TRAIN_QUEUE, queue_for, run_needs
-from webapp.runs.selectors import run_live_note, runs_visible_to
+from webapp.runs.selectors import run_live_note, run_resumable, runs_visible_to
 from webapp.runs.telemetry import metric_tiers
 from webapp.runs.telemetry.live import notify_run
 from webapp.runs.workers import run_worker_refusal
@@ -525,24 +531,48 @@ def run_request_cancel(*, run: Run) -> Run:
     return run
 
 
-def run_resume(*, run: Run) -> Run:
+def run_resume(*, run: Run, checkpoint: int | None = None) -> Run:
+    """Queue the run again from its last checkpoint (interrupted, cancelled, or failed for a
+    reason that says nothing against the run: `run_resumable`). `checkpoint`: restart from that
+    recorded checkpoint instead, as a new attempt; what the run recorded after it is forgotten
+    when the worker starts (run_rewind), and its later checkpoints removed."""
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run.pk)
-        if run.status not in Run.RESUMABLE:
-            raise RunStateError(f"only interrupted or cancelled runs resume; this one is {run.status}")
+        resumable, why_not = run_resumable(run=run)
+        if not resumable:
+            raise RunStateError(why_not)
+        fields = ["status", "cancel_requested", "error", "failure", "finished_at", "sent_at", "sends"]
+        if checkpoint is not None:
+            try:
+                chosen = run_checkpoint(run=run, checkpoint=checkpoint)
+            except ModelRefError as exc:
+                raise RunStateError(str(exc)) from None
+            if chosen.phase == "warmup" and run.phase == Run.Phase.WARMUP:
+                raise RunStateError("the warm-up is not done: there is no checkpoint 0 to restart from yet")
+            # Step 0 is the warm-up's model: GRPO starts from it again.
+            run.checkpoint_step = chosen.step or None
+            fields.append("checkpoint_step")
         _lock_owner(run.owner)
         quota = _active_runs_error(run.owner)
         if quota:
             raise RunStateError(quota)
+        previous = run.status
         run.status = Run.Status.QUEUED
         run.cancel_requested = False
         run.error = ""
+        run.failure = ""
         run.finished_at = None
         run.sent_at = timezone.now()
         run.sends = 1
-        run.save(update_fields=["status", "cancel_requested", "error", "finished_at", "sent_at", "sends"])
+        run.save(update_fields=fields)
+        start = run.checkpoint_step or 0
+        message = (
+            f"Restart queued from checkpoint step {start} as a new attempt." if checkpoint is not None
+            else f"Resume queued from checkpoint step {start}."
+        )
         RunEvent.objects.create(
-            run=run, kind="resumed", message=f"Resume queued from checkpoint step {run.checkpoint_step or 0}."
+            run=run, kind="resumed", message=message,
+            data={"from_status": previous, "checkpoint_step": start, "restart": checkpoint is not None},
         )
         _enqueue_on_commit(run)
     _announce(run.pk, "status")
@@ -670,12 +700,19 @@ def run_checkpointed(*, run_id: int, lease_owner: str, step: int) -> list[dict[s
 
 def run_finish(
     *, run_id: int, lease_owner: str, status: str, error: str = "", step: int | None = None,
-    data: dict[str, Any] | None = None,
+    data: dict[str, Any] | None = None, failure: str = "",
 ) -> bool:
-    """End the run if we still hold its lease."""
+    """End the run if we still hold its lease. `failure`: a failed run's class (Run.Failure),
+    which decides whether it may resume; a failed run given none is unclassified."""
+    if status == Run.Status.FAILED:
+        failure = failure or Run.Failure.ERROR
+        if failure not in Run.Failure.values:
+            raise ValueError(f"unknown failure class {failure!r}; expected one of {Run.Failure.values}")
+    else:
+        failure = ""
     fields: dict[str, Any] = {
         "status": status, "error": error[:10_000], "finished_at": timezone.now(),
-        "lease_owner": "", "cancel_requested": False,
+        "lease_owner": "", "cancel_requested": False, "failure": failure,
     }
     if step is not None:
         fields["step"] = step
@@ -685,7 +722,8 @@ def run_finish(
         ).update(**fields)
         if changed:
             RunEvent.objects.create(
-                run_id=run_id, kind=status, message=error[:2000] or f"Run {status}.", data=data or {}
+                run_id=run_id, kind=status, message=error[:2000] or f"Run {status}.",
+                data={**(data or {}), **({"failure": failure} if failure else {})},
             )
     if changed:
         _announce(run_id, "status")

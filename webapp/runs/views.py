@@ -39,6 +39,7 @@ from webapp.runs.selectors import (
     run_can_change,
     run_environments,
     run_progress,
+    run_resumable,
     run_rollout_steps,
     run_status_display,
     runs_visible_to,
@@ -228,6 +229,7 @@ def _live_config(run: Run, last_seq: int, progress: dict[str, Any]) -> dict[str,
         "last_seq": last_seq,
         "status": run.status,
         "cancel_requested": run.cancel_requested,
+        "resumable": run_resumable(run=run)[0],
         "step": run.step,
         "max_steps": run.max_steps,
         "elapsed_seconds": progress["elapsed_seconds"],
@@ -251,6 +253,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     # The sequence number is read before the data, so what the page shows covers at least
     # everything up to it; the live script skips events at or below it.
     last_seq = run.last_seq
+    resumable, why_not = run_resumable(run=run)
     series = run_metric_series(run=run, keys=None, max_points=METRIC_POINTS)
     charts = run_charts(
         series, warmup=bool((run.config or {}).get("warmup")), gpu=(run.config or {}).get("device") == "cuda"
@@ -296,7 +299,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             # script shows and hides the forms by status).
             "can_change": run_can_change(user=request.user, run=run),
             "can_cancel": run.status in Run.ACTIVE and not run.cancel_requested,
-            "can_resume": run.status in Run.RESUMABLE,
+            "can_resume": resumable,
+            "not_resumable_reason": "" if resumable or run.status != Run.Status.FAILED else why_not,
             "plotly_url": plotly_url(),
         },
     )

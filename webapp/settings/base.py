@@ -322,3 +322,7 @@ ENVLAB_REQUEUE_SECONDS = env_float("ENVLAB_REQUEUE_SECONDS", 180.0)
 # A worker that could not write telemetry for this long fails its run (no unbounded memory).
 ENVLAB_TELEMETRY_OUTAGE_SECONDS = env_float("ENVLAB_TELEMETRY_OUTAGE_SECONDS", 600.0)
 ENVLAB_TELEMETRY_MAX_PENDING = env_int("ENVLAB_TELEMETRY_MAX_PENDING", 5000)
+# An environment server out of reach for less than this is waited for (resets retried with
+# backoff, its episodes lost meanwhile stored unscored); past it the run stops, interrupted
+# and resumable (envs/adapters/outage.py).
+ENVLAB_ENV_OUTAGE_SECONDS = env_float("ENVLAB_ENV_OUTAGE_SECONDS", 300.0)

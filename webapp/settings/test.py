@@ -29,6 +29,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
 ENVLAB_HEARTBEAT_SECONDS = 1.0
 ENVLAB_STALE_SECONDS = env_float("ENVLAB_STALE_SECONDS", 8.0)
 ENVLAB_INTERRUPT_SECONDS = env_float("ENVLAB_INTERRUPT_SECONDS", 16.0)
+# An environment server restarted by a test is back within seconds; one kept down longer
+# than this stops its run (interrupted) without the tests waiting five minutes.
+ENVLAB_ENV_OUTAGE_SECONDS = env_float("ENVLAB_ENV_OUTAGE_SECONDS", 20.0)
 # The tests' own demo model (the fast "test" variant) and checkpoints, apart from `make run`'s.
 RUNS_DIR = env_path("ENVLAB_RUNS_DIR", VAR_DIR / "test-runs")  # noqa: F405
 MODELS_DIR = env_path("ENVLAB_MODELS_DIR", VAR_DIR / "test-models")  # noqa: F405
