@@ -8,7 +8,7 @@ transformers). Needs a CUDA device and the gpu extra (`pip install -c constraint
 instead, to check the harness on a machine without a GPU (its figures mean nothing).
 
 steps/s: GRPO steps over the seconds `trainer.train()` took (the run's `train_seconds`).
-tokens/s: the run's `perf/generated_tokens_per_s` (worker/perf.py), median over its steps.
+tokens/s: the run's `perf/generated_tokens_per_s` (worker/training/perf.py), median over its steps.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ def main() -> dict[str, Any]:
     from tests.support.processes import start_web
     from webapp.runs.models import Run
     from webapp.runs.services import run_claim
-    from worker.telemetry import TelemetrySink
+    from worker.training.telemetry import TelemetrySink
 
     baseline = _baseline(EVENTS)
     user = User.objects.create_user("bench-live", password="bench")

@@ -32,7 +32,7 @@ def _bare(run_id: int, out_dir: str) -> float:
 
     from webapp.runs.config import RunConfig
     from webapp.runs.models import Run
-    from worker.runner import build_trainer
+    from worker.training.runner import build_trainer
 
     torch.set_num_threads(int(os.environ.get("ENVLAB_TORCH_THREADS", "1")))
     run = Run.objects.get(pk=run_id)

@@ -64,7 +64,7 @@ def train_run(self: Any, run_id: int) -> str:
         return "done"
 
     from worker.celery_app import CURRENT_RUN
-    from worker.runner import train  # torch, transformers, trl load here, in the child
+    from worker.training.runner import train  # torch, transformers, trl load here, in the child
 
     CURRENT_RUN["id"] = run_id
     try:
@@ -91,7 +91,9 @@ def evaluate(self: Any, evaluation_id: int) -> str:
     if claim.outcome != "claimed":
         return str(claim.outcome)
 
-    from worker.evaluation import evaluate as play  # torch and transformers load here, in the child
+    from worker.play.evaluation import (
+        evaluate as play,  # torch and transformers load here, in the child
+    )
 
     return play(evaluation_id=evaluation_id, lease_owner=lease_owner)
 
@@ -100,7 +102,7 @@ def evaluate(self: Any, evaluation_id: int) -> str:
     bind=True, name="worker.tasks.run_job", acks_late=True, reject_on_worker_lost=True, ignore_result=True
 )
 def run_job(self: Any, job_id: int) -> str:
-    """Claim a background job (worker/jobs.py: a reward dry run, ...) and do it; the runs' lease pattern."""
+    """Claim a background job (worker/play/jobs.py: a reward dry run, ...) and do it; the runs' lease pattern."""
     _setup_django()
     from webapp.jobs.services import job_claim, new_lease_owner
 
@@ -109,7 +111,7 @@ def run_job(self: Any, job_id: int) -> str:
     if claim.outcome != "claimed":
         return str(claim.outcome)
 
-    from worker.jobs import run_job as work  # torch loads here, in the child
+    from worker.play.jobs import run_job as work  # torch loads here, in the child
 
     return work(job_id=job_id, lease_owner=lease_owner)
 

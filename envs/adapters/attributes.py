@@ -1,6 +1,6 @@
 """The numeric attributes of a finished episode, as its adapter knows them.
 
-Reward terms (worker/rewards.py), the evaluations and the composer all read episodes
+Reward terms (worker/training/rewards.py), the evaluations and the composer all read episodes
 through here, so a name such as `best_greens` means the same everywhere. Every value is a
 finite float (booleans as 0/1); an attribute the adapter does not know is absent rather
 than 0, so a term over it can return None instead of a wrong score.
@@ -23,7 +23,7 @@ from envs.spec import COMMON_ATTRIBUTES
 # What every adapter reports (envs/adapters/base.py, ors.py, generic.py).
 COMMON: list[tuple[str, str]] = list(COMMON_ATTRIBUTES)
 
-# A harness rollout's outcome (worker/harness.py outcome_episode): what TRL's harness
+# A harness rollout's outcome (worker/training/harness.py outcome_episode): what TRL's harness
 # rollout worker reports of an agent's rollout on a Harbor server. Harbor is a kind of
 # environment, not a bundled one, so it has no lab spec.
 HARBOR: list[tuple[str, str]] = [

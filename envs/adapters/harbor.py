@@ -1,5 +1,5 @@
 """Harbor rollouts as OpenEnv harness sessions, for TRL's harness rollout worker
-(`trl.experimental.async_grpo.openenv_harness.HarnessRolloutWorker`, worker/harness.py).
+(`trl.experimental.async_grpo.openenv_harness.HarnessRolloutWorker`, worker/training/harness.py).
 
 A Harbor server (openenv.harbor, `openenv harbor serve`) runs a whole rollout in one MCP call,
 `run_rollout`: the loop-owning agent (its harness) works the task in a sandbox and samples every
@@ -28,7 +28,7 @@ from envs.adapters import outage
 
 log = logging.getLogger(__name__)
 
-# The dataset row's message carries the task's index under this key (worker/harness.py): the
+# The dataset row's message carries the task's index under this key (worker/training/harness.py): the
 # rollout worker gives the factory the row's prompt and nothing else.
 TASK_INDEX_KEY = "harbor_task_index"
 DEFAULT_MESSAGE_TIMEOUT_S = 1800.0  # one rollout runs for minutes

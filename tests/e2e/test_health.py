@@ -74,7 +74,7 @@ def test_nan_loss_stops_the_run_with_a_checkpoint_and_the_reason(
     one mock here, and everything else is real: model, echo server, TRL, database."""
     from webapp.runs.config import parse_run_config
     from webapp.runs.services import run_claim
-    from worker.runner import CapturingGRPOTrainer, train
+    from worker.training.runner import CapturingGRPOTrainer, train
 
     original = CapturingGRPOTrainer.compute_loss
 

@@ -18,7 +18,7 @@ import pytest
 from tests.e2e.helpers import register_echo, run_config, wait_for, wait_status
 from webapp.runs.models import Run, RunEvent
 from webapp.runs.services import run_claim, run_finish
-from worker.telemetry import TelemetrySink
+from worker.training.telemetry import TelemetrySink
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

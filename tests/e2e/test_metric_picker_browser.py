@@ -14,7 +14,7 @@ from webapp.accounts.models import RunChartLayout
 from webapp.runs.models import MetricPoint, Run
 from webapp.runs.services import run_claim
 from webapp.runs.telemetry.metric_keys import WALL_TIME_KEY
-from worker.telemetry import TelemetrySink
+from worker.training.telemetry import TelemetrySink
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

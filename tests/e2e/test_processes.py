@@ -1,5 +1,5 @@
-"""A run of several training processes (worker/distributed.py), end to end on CPU: a real
-Celery worker launches two real `worker.rank` processes with `accelerate launch --multi_gpu`,
+"""A run of several training processes (worker/training/distributed.py), end to end on CPU: a real
+Celery worker launches two real `worker.training.rank` processes with `accelerate launch --multi_gpu`,
 and they talk over gloo. This is the code path of a multi-GPU run but for `--gpu_ids` and the
 backend (NCCL); on this machine there is no GPU, so the processes run on CPU, as `"device":
 "cpu", "processes": 2` asks (not a stand-in: a CPU run may use several processes too)."""
@@ -43,7 +43,7 @@ def _rank_pids(run_id: int) -> dict[int, int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if state == "Z" or b"worker.rank" not in argv or b"--run-id" not in argv:
+        if state == "Z" or b"worker.training.rank" not in argv or b"--run-id" not in argv:
             continue
         if argv[argv.index(b"--run-id") + 1] != str(run_id).encode():
             continue

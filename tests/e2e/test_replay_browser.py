@@ -25,7 +25,7 @@ from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.runs.models import Rollout, Run
 from webapp.runs.services import run_claim
 from worker.episodes import Episode, play_episode
-from worker.telemetry import TelemetrySink
+from worker.training.telemetry import TelemetrySink
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -12,7 +12,7 @@ import pytest
 
 from webapp.runs.models import Rollout, Run, prompt_key
 from webapp.runs.services import run_claim
-from worker.telemetry import TelemetrySink
+from worker.training.telemetry import TelemetrySink
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -22,7 +22,7 @@ SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
 
 
 def train_run(owner, config: dict, lease: str) -> Run:
-    from worker.runner import train
+    from worker.training.runner import train
 
     parsed = parse_run_config(config)
     run = Run.objects.create(
@@ -109,7 +109,7 @@ def test_a_scripted_turn_through_trls_tool_loop_is_counted_exactly(api, owner, m
     them), run by TRL's own tool loop against the real mcpdemo server; the model then
     answers the results, as in training."""
     from envs.adapters import toolstats
-    from worker.runner import build_trainer, environment_factory
+    from worker.training.runner import build_trainer, environment_factory
 
     config = parse_run_config(
         mcpdemo_config(register_mcpdemo(api, mcpdemo_url)["id"], max_completion_length=512,

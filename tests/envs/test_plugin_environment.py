@@ -92,7 +92,7 @@ def test_an_environment_folder_is_listed_served_registered_and_evaluated(
     from webapp.evaluations.models import EvaluationEpisode
     from webapp.evaluations.selectors import evaluation_results
     from webapp.evaluations.services import evaluation_claim, evaluation_create
-    from worker.evaluation import evaluate
+    from worker.play.evaluation import evaluate
 
     # The lease is not what this test is about, and the heartbeat thread's own database
     # connection cannot see this test's uncommitted rows: no beat while it runs.

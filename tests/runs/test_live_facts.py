@@ -25,7 +25,7 @@ from webapp.runs.services import (
 )
 from webapp.runs.telemetry.live import run_group
 from webapp.runs.telemetry.record import telemetry_record
-from worker.telemetry import TelemetrySink
+from worker.training.telemetry import TelemetrySink
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -22,7 +22,7 @@ from webapp.catalog.models import Environment
 from webapp.runs.config import RunConfig
 from webapp.runs.models import Run
 from worker.capacity import run_learn_capacity
-from worker.lifecycle import error_message
+from worker.training.lifecycle import error_message
 
 pytestmark = pytest.mark.django_db
 
@@ -61,7 +61,7 @@ def test_a_refusal_is_learned_and_the_next_launch_is_refused_at_launch(api, owne
     assert (launched.status_code, launched.json()["warnings"]) == (201, [])
     run = Run.objects.get()
     config = RunConfig.model_validate(run.config)
-    # The adapter as the worker binds it for the run (worker/runner.py environment_factory).
+    # The adapter as the worker binds it for the run (worker/training/runner.py environment_factory).
     bound = bind_adapter(environment=environment, env_name="single", batch_size=config.grpo.generation_batch_size)
     first = bound()
     first.reset()

@@ -1,4 +1,4 @@
-"""Checkpoints whole or absent (worker/checkpoint_save.py), saved by a real transformers Trainer
+"""Checkpoints whole or absent (worker/training/checkpoint_save.py), saved by a real transformers Trainer
 on a tiny model, with the run's real telemetry sink and the real database: a full disk fails
 the save with a run event, keeps the previous checkpoint and training goes on; the next save
 works again once there is room."""
@@ -19,9 +19,9 @@ from tests.factories import RunFactory
 from webapp.runs.checkpoints import CHECKPOINT_MARKER, checkpoint_leftovers, run_checkpoints
 from webapp.runs.models import Run, RunEvent
 from webapp.runs.services import run_claim
-from worker.checkpoint_save import AtomicCheckpoints, disk_failure, remove_leftovers
-from worker.runner import TelemetryCallback
-from worker.telemetry import TelemetrySink
+from worker.training.checkpoint_save import AtomicCheckpoints, disk_failure, remove_leftovers
+from worker.training.runner import TelemetryCallback
+from worker.training.telemetry import TelemetrySink
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

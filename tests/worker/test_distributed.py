@@ -1,4 +1,4 @@
-"""Several training processes (worker/distributed.py): the launch command, the config rules,
+"""Several training processes (worker/training/distributed.py): the launch command, the config rules,
 the counts the processes add up, and the task's watch over processes that die or never
 record the end. The end-to-end runs of two real processes are in tests/e2e/test_processes.py."""
 
@@ -15,8 +15,8 @@ from tests.support import processes
 from webapp.runs.config import RunConfigError, parse_run_config
 from webapp.runs.models import Run, RunEvent
 from webapp.runs.services import run_claim
-from worker import distributed
-from worker.perf import perf_metrics
+from worker.training import distributed
+from worker.training.perf import perf_metrics
 
 BASE = {
     "name": "r",
@@ -68,7 +68,7 @@ def test_cpu_processes_start_through_accelerate_with_no_gpu_ids():
     assert command == [
         "py", "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines", "1",
         "--num_processes", "2", "--main_process_ip", "127.0.0.1", "--main_process_port", "29511",
-        "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "worker.rank",
+        "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "worker.training.rank",
         "--run-id", "7", "--lease-owner", "lease-x", "--start-step", "3",
         "--resume-from", "/runs/7/checkpoint-3", "--model-source", "", "--vllm-url", "",
         "--supervisor", "42",
@@ -76,18 +76,18 @@ def test_cpu_processes_start_through_accelerate_with_no_gpu_ids():
 
 
 def test_gpu_processes_start_through_accelerate_on_the_first_gpus():
-    # A managed vLLM server runs on the GPU after the training ones (worker/vllm_server.py).
+    # A managed vLLM server runs on the GPU after the training ones (worker/training/vllm_server.py).
     config = _config(device="cuda", gpus=2, generation={"backend": "vllm", "vllm_mode": "server"})
     command = distributed.rank_command(
         config=config, run_id=7, lease_owner="l", start_step=0, resume_from=None, model_source="/w",
         vllm_url="http://127.0.0.1:8011", port=29512, supervisor_pid=42, python="py",
     )
-    launcher = command[: command.index("worker.rank") + 1]
+    launcher = command[: command.index("worker.training.rank") + 1]
     assert launcher == [
         "py", "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines", "1",
         "--num_processes", "2", "--gpu_ids", "0,1", "--main_process_ip", "127.0.0.1",
         "--main_process_port", "29512", "--mixed_precision", "no", "--dynamo_backend", "no",
-        "-m", "worker.rank",
+        "-m", "worker.training.rank",
     ]
     args = command[len(launcher):]
     assert args[args.index("--model-source") + 1] == "/w"
@@ -95,13 +95,13 @@ def test_gpu_processes_start_through_accelerate_on_the_first_gpus():
 
 
 def test_the_rank_entry_point_reads_what_the_command_gives():
-    from worker import rank
+    from worker.training import rank
 
     command = distributed.rank_command(
         config=_config(processes=2), run_id=7, lease_owner="l", start_step=4, resume_from=Path("/c"),
         model_source=None, vllm_url=None, port=1, supervisor_pid=42,
     )
-    args = rank.build_parser().parse_args(command[command.index("worker.rank") + 1 :])
+    args = rank.build_parser().parse_args(command[command.index("worker.training.rank") + 1 :])
     assert (args.run_id, args.lease_owner, args.start_step, args.resume_from, args.model_source, args.supervisor) == (
         7, "l", 4, "/c", "", 42
     )
@@ -147,7 +147,7 @@ def test_a_single_process_group_passes_values_through():
 _PEER_DIES = """
 import os, sys, torch.distributed as dist
 from accelerate.utils import broadcast_object_list
-from worker.distributed import peer_lost
+from worker.training.distributed import peer_lost
 rank = int(sys.argv[1])
 dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[2], rank=rank, world_size=2)
 if rank == 1:
@@ -246,7 +246,7 @@ def test_processes_that_do_not_stop_after_a_cancel_are_stopped_and_the_run_cance
 _IGNORES_SIGTERM = """
 import signal, sys, time
 sys.path.insert(0, sys.argv[2])
-from worker.distributed import watch_supervisor
+from worker.training.distributed import watch_supervisor
 signal.signal(signal.SIGTERM, lambda *_: print("sigterm: ignored", flush=True))
 watch_supervisor(int(sys.argv[1]), every=0.1, grace=1.0)
 time.sleep(60)

@@ -27,7 +27,7 @@ def fresh_clock():
 
 @pytest.fixture
 def training():
-    """As while a run trains (worker/lifecycle.py outage_alerts): calls wait out an outage."""
+    """As while a run trains (worker/training/lifecycle.py outage_alerts): calls wait out an outage."""
     with outage.CLOCK.waiting():
         yield
 

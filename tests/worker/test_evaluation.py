@@ -28,7 +28,7 @@ def demo_echo() -> str:
 
 
 def _play(evaluation: Evaluation) -> str:
-    from worker.evaluation import evaluate
+    from worker.play.evaluation import evaluate
 
     claim = evaluation_claim(evaluation_id=evaluation.pk, lease_owner="lease-a", worker_name="test")
     assert claim.outcome == "claimed"
@@ -133,7 +133,7 @@ def test_a_stale_lease_is_taken_over_and_stored_episodes_are_kept(api, owner, ec
     from django.utils import timezone
 
     from webapp.evaluations.services import evaluation_mark_stale_failed, evaluation_record_episode
-    from worker.evaluation import evaluate
+    from worker.play.evaluation import evaluate
 
     env_id = register_echo(api, echo_url)
     evaluation = evaluation_create(
@@ -370,7 +370,7 @@ def test_model_policy_continues_as_trl_does(demo_echo):
     from trl.chat_template_utils import parse_response
 
     from envs.adapters.echo import EchoAdapter
-    from worker.evaluation_policy import ModelPolicy, prepare_tokenizer, training_chat_template
+    from worker.play.evaluation_policy import ModelPolicy, prepare_tokenizer, training_chat_template
 
     path = settings.MODELS_DIR / "echo"
     tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(path))

@@ -1,4 +1,4 @@
-"""What an exception that ended training means for the run (worker/lifecycle.py): the stored
+"""What an exception that ended training means for the run (worker/training/lifecycle.py): the stored
 class of failure that decides whether it may resume, and an outage's interrupted end."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from django.db import OperationalError
 
 from envs.adapters.base import EnvironmentAtCapacity, ResetRefused
 from envs.adapters.outage import EnvironmentUnreachable
-from worker.lifecycle import failure_class, mark_failure, outage_end
+from worker.training.lifecycle import failure_class, mark_failure, outage_end
 
 
 def _raised_from(outer: Exception, inner: Exception) -> Exception:

@@ -9,7 +9,7 @@ import pytest
 from trl import GRPOConfig
 
 from webapp.runs.config import VLLM_PASSTHROUGH, GRPOSettings, RunConfigError, parse_run_config
-from worker.grpo_args import LAB_CONSTANTS, grpo_config_kwargs
+from worker.training.grpo_args import LAB_CONSTANTS, grpo_config_kwargs
 
 BASE = {"name": "t", "model": "demo:echo", "environments": [{"environment": 1, "prompt": "p"}]}
 GRPO = {

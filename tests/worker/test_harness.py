@@ -29,7 +29,7 @@ from trl.experimental.async_grpo.openenv_harness import HarnessRolloutOutcome, _
 from tests.envs.servers import run_env_server  # noqa: E402
 from webapp.runs.config import GRPOSettings, RunConfigError, parse_run_config  # noqa: E402
 from webapp.runs.routing import queue_for, run_needs  # noqa: E402
-from worker.harness import (  # noqa: E402
+from worker.training.harness import (  # noqa: E402
     ASYNC_GRPO_FIELDS,
     HarnessReward,
     async_config_kwargs,
@@ -135,7 +135,7 @@ def test_the_recipe_scores_recorded_harness_outcomes_exactly() -> None:
 
 def test_every_attribute_of_an_outcome_is_listed_for_the_composer() -> None:
     from envs.adapters.attributes import ATTRIBUTES
-    from worker.harness import outcome_episode
+    from worker.training.harness import outcome_episode
 
     listed = {name for name, _ in ATTRIBUTES["harbor"]}
     names = set(outcome_episode(outcome(1.0, by_name={"bash": 2})).attributes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from worker.perf import PerfMeter, completion_tokens
+from worker.training.perf import PerfMeter, completion_tokens
 
 
 def test_tokens_per_second_sums_the_steps_generation_batches_then_starts_over():

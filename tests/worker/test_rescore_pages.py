@@ -1,4 +1,4 @@
-"""worker/rescore.py reads a run's rollouts in keyset pages on seq: every row once, in order,
+"""worker/play/rescore.py reads a run's rollouts in keyset pages on seq: every row once, in order,
 only the columns the scores need, and only that run's."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from webapp.runs.models import Rollout, Run
-from worker.rescore import FIELDS, rollout_pages
+from worker.play.rescore import FIELDS, rollout_pages
 
 pytestmark = pytest.mark.django_db
 

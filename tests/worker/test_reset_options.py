@@ -115,7 +115,7 @@ def test_a_generated_tool_says_the_servers_description_once(action: str, metadat
 
 
 def test_a_run_that_failed_on_a_refused_reset_says_so_without_a_class_path() -> None:
-    from worker.lifecycle import error_message
+    from worker.training.lifecycle import error_message
 
     refused = ResetRefused("environment 'rg' refused the reset (seed=1, size=0): size must be positive")
     assert error_message(refused) == "environment 'rg' refused the reset (seed=1, size=0): size must be positive"

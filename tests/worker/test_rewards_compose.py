@@ -11,7 +11,7 @@ import pytest
 
 from webapp.rewards.scoring import Episode, recipe_total, term_score
 from webapp.rewards.terms import RecipeRef, RewardTerm
-from worker.rewards import compile_rewards, compile_term
+from worker.training.rewards import compile_rewards, compile_term
 
 
 def term(**data: Any) -> RewardTerm:
@@ -287,7 +287,7 @@ def test_attributes_are_listed_for_every_bundled_environment_and_read_through_a_
     from envs.adapters.wordle import WordleAdapter
     from envs.registry import BUNDLED
 
-    # And a Harbor harness rollout's outcome (worker/harness.py), which no bundled server plays.
+    # And a Harbor harness rollout's outcome (worker/training/harness.py), which no bundled server plays.
     assert set(ATTRIBUTES) == set(BUNDLED) | {"harbor"}
     assert all(dict(pairs) for pairs in ATTRIBUTES.values())
 
@@ -322,7 +322,7 @@ def test_a_batch_reads_each_episode_once_and_a_new_batch_reads_it_again(monkeypa
     """Every reward function of one batch gets the same completion_ids lists: the episode's
     attributes are read once per rollout, and the trainer stores that same episode."""
     import webapp.rewards.scoring as scoring
-    from worker.rewards import scored_episode
+    from worker.training.rewards import scored_episode
 
     reads = []
     real = scoring.episode_from_adapter
@@ -331,7 +331,7 @@ def test_a_batch_reads_each_episode_once_and_a_new_batch_reads_it_again(monkeypa
         reads.append(adapter)
         return real(adapter, **kw)
 
-    monkeypatch.setattr("worker.rewards.episode_from_adapter", counting)
+    monkeypatch.setattr("worker.training.rewards.episode_from_adapter", counting)
     funcs, _ = compile_rewards([term(name="a", kind="env_reward"), term(name="b", kind="tool_called")])
     envs = [FakeAdapter(reward=1.0, tool_calls=1), FakeAdapter(reward=0.0, tool_calls=0)]
     ids = [[1, 2, 3], [4]]

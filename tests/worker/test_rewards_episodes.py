@@ -15,7 +15,7 @@ from envs.wordle.rules import score_guess
 from envs.wordle.server import WORDS, secret_for_seed
 from tests.envs.servers import run_env_server
 from webapp.rewards.terms import RewardTerm
-from worker.rewards import compile_rewards
+from worker.training.rewards import compile_rewards
 
 SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
 SEED = 31

@@ -13,7 +13,7 @@ from webapp.runs.models import Rollout, Run, RunEvent
 from webapp.runs.services import run_claim
 from webapp.runs.telemetry.record import telemetry_record
 from worker.datasets import episode_rows
-from worker.rewards import compile_term
+from worker.training.rewards import compile_term
 
 SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false"}
 

@@ -13,7 +13,7 @@ from webapp.runs.models import MetricPoint, Rollout, Run
 from webapp.runs.services import run_claim
 from webapp.runs.telemetry.live import run_group
 from webapp.runs.telemetry.metric_keys import WALL_TIME_KEY
-from worker.telemetry import TelemetrySink
+from worker.training.telemetry import TelemetrySink
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -267,9 +267,9 @@ def test_a_steps_mismatched_groups_are_stored_as_its_metrics_and_raise_the_alert
     from webapp.runs.config import AlertSettings
     from webapp.runs.models import RunEvent
     from webapp.runs.telemetry.series import run_metric_keys
-    from worker.group_starts import group_starts
-    from worker.health import HealthMonitor
-    from worker.runner import TelemetryCallback
+    from worker.training.group_starts import group_starts
+    from worker.training.health import HealthMonitor
+    from worker.training.runner import TelemetryCallback
 
     sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.2)
     callback = TelemetryCallback(sink, HealthMonitor(AlertSettings()))

@@ -19,7 +19,7 @@ from tests.factories import RunFactory
 from webapp.runs.models import MetricPoint, Rollout, Run
 from webapp.runs.services import run_claim, run_mark_stale_interrupted, run_rewind
 from webapp.runs.telemetry.record import LeaseLost, telemetry_record
-from worker.telemetry import TelemetrySink
+from worker.training.telemetry import TelemetrySink
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from webapp.runs.config import GenerationSettings
-from worker.vllm_server import ManagedVLLMServer, VLLMServerError, serve_command
+from worker.training.vllm_server import ManagedVLLMServer, VLLMServerError, serve_command
 
 
 def test_the_command_is_trls_vllm_serve_with_the_runs_settings():

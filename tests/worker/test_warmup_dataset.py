@@ -1,4 +1,4 @@
-"""The SFT warm-up's config, launch checks and datasets (worker/warmup.py), against a real
+"""The SFT warm-up's config, launch checks and datasets (worker/training/warmup.py), against a real
 catch server (uvicorn)."""
 
 from __future__ import annotations
@@ -162,8 +162,8 @@ def test_launch_checks_the_warmup_source(
 @pytest.mark.django_db
 def test_solver_episodes_become_sft_rows(owner: Any, catch_env: int) -> None:
     from worker.episodes import tool_schemas
-    from worker.runner import environment_factory
-    from worker.warmup import solver_examples
+    from worker.training.runner import environment_factory
+    from worker.training.warmup import solver_examples
 
     config = parse_run_config(catch_config(catch_env, episodes=6))
     factory, _ = environment_factory(config, owner)
@@ -196,7 +196,7 @@ def test_solver_episodes_become_sft_rows(owner: Any, catch_env: int) -> None:
 @pytest.mark.django_db
 def test_stored_rollouts_kept_by_reward(owner: Any, outsider: Any) -> None:
     from webapp.runs.config import WarmupSettings
-    from worker.warmup import run_examples
+    from worker.training.warmup import run_examples
 
     source = Run.objects.create(owner=owner, name="src", config={}, model="demo:echo", max_steps=1)
     prompt = [{"role": "user", "content": "Catch.\ngrid"}]

@@ -1,7 +1,7 @@
 """How each reward term kind scores one episode, and how a tree of terms combines.
 
 Pure Python over plain values (an `Episode`), so the worker's TRL reward functions
-(worker/rewards.py), a dry run and a preview in the web process all score alike.
+(worker/training/rewards.py), a dry run and a preview in the web process all score alike.
 
 `None` means "not applicable here": a term limited to other environments, an attribute
 the episode lacks, an unscored (lost) rollout. TRL skips a None in its weighted sum

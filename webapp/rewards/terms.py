@@ -2,7 +2,7 @@
 
 Here, not in the worker, because three places validate the same terms: the run config
 (webapp/runs/config.py, used by the form, the API and the worker), the recipes API
-(webapp/rewards), and the worker that compiles them (worker/rewards.py). Pure pydantic:
+(webapp/rewards), and the worker that compiles them (worker/training/rewards.py). Pure pydantic:
 no Django, no torch, so every one of them can import it. How a kind scores an episode is
 in webapp/rewards/scoring.py (pure too, so a preview in the web process scores the same).
 

@@ -5,7 +5,7 @@ GRPO (transformers' Trainer layout, with `trainer_state.json`), and the warm-up'
 `warmup/model`, listed as step 0 (the model GRPO starts from). Only checkpoints up to the run's
 recorded `checkpoint_step` count: a newer folder belongs to a timeline a resume threw away.
 
-Whole or absent: the worker (worker/checkpoint_save.py) writes a checkpoint into a staging folder
+Whole or absent: the worker (worker/training/checkpoint_save.py) writes a checkpoint into a staging folder
 (`.saving-checkpoint-<step>`), fsyncs every file, writes the marker `envlab-complete.json` last,
 then renames the folder into place. Every reader here (the list, the page, the API, model
 sources, resume) takes only complete checkpoints (checkpoint_complete); a staging folder, or a

@@ -219,7 +219,7 @@ MAX_WARMUP_EPOCHS = 100
 
 
 class WarmupSettings(_Strict):
-    """An SFT warm-up before GRPO (worker/warmup.py): good episodes, played by the bundled
+    """An SFT warm-up before GRPO (worker/training/warmup.py): good episodes, played by the bundled
     environment's solver or kept from an earlier run's rollouts, trained with TRL's SFTTrainer
     on the assistant turns only. Its model is the run's checkpoint 0, where GRPO starts."""
 
@@ -259,7 +259,7 @@ MAX_HARBOR_TASKS = 10_000
 class HarnessSettings(_Strict):
     """A harness run: a loop-owning agent served by an OpenEnv Harbor server plays every rollout
     in its sandbox (TRL's AsyncGRPOTrainer with OpenEnv's harness rollout worker,
-    worker/harness.py); the lab samples its turns through vLLM and trains on them. The run's one
+    worker/training/harness.py); the lab samples its turns through vLLM and trains on them. The run's one
     environment is the Harbor server; the reward recipe scores the harness outcome."""
 
     dataset: str = Field(min_length=1, max_length=500, description="A dataset (split) the Harbor server lists.")
@@ -284,7 +284,7 @@ ALERT_KINDS: tuple[str, ...] = AlertKind.__args__  # type: ignore[attr-defined]
 
 
 class AlertSettings(_Strict):
-    """Run health rules (worker/health.py): thresholds, and which alerts end the run."""
+    """Run health rules (worker/training/health.py): thresholds, and which alerts end the run."""
 
     enabled: bool = True
     zero_variance_frac: float = Field(
@@ -500,7 +500,7 @@ class RunConfig(_Strict):
 
     @property
     def ranks(self) -> int:
-        """How many training processes the run's GRPO phase has (worker/distributed.py)."""
+        """How many training processes the run's GRPO phase has (worker/training/distributed.py)."""
         if self.processes is not None:
             return self.processes
         return self.gpus if self.device == "cuda" else 1

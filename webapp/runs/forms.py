@@ -42,7 +42,7 @@ ENVIRONMENT_FIELDS = {
     "prompt": "prompt",
     "rows": "rows",
 }
-# Form input -> `alerts` setting of the run config (worker/health.py's thresholds).
+# Form input -> `alerts` setting of the run config (worker/training/health.py's thresholds).
 ALERT_FIELDS = {
     "alerts_enabled": "enabled",
     "alert_zero_variance_frac": "zero_variance_frac",
@@ -55,7 +55,7 @@ ALERT_FIELDS = {
     "alert_stop_on": "stop_on",
 }
 ALERT_SETTINGS = {setting: field for field, setting in ALERT_FIELDS.items()}
-# Form input -> `warmup` setting of the run config (worker/warmup.py), when the warm-up is on.
+# Form input -> `warmup` setting of the run config (worker/training/warmup.py), when the warm-up is on.
 WARMUP_FIELDS = {
     "warmup_source": "source",
     "warmup_run": "run",

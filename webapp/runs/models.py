@@ -26,7 +26,7 @@ class Run(ClaimedWork):
         GRPO = "grpo", "GRPO"
 
     class Failure(models.TextChoices):
-        """Why a failed run failed, as the worker classified it (worker/lifecycle.py)."""
+        """Why a failed run failed, as the worker classified it (worker/training/lifecycle.py)."""
 
         CONFIG = "config", "Configuration error"
         MODEL = "model", "Model error"

@@ -49,7 +49,7 @@ TRAIN_TASK = "worker.tasks.train_run"
 # The event kind of what a launch was warned about (run_config_warnings): the run page lists
 # it with the others, and POST /api/runs/ answers with these messages as `warnings`.
 LAUNCH_WARNING = "launch_warning"
-# The warm-up's metrics (worker/warmup.py), numbered by SFT step.
+# The warm-up's metrics (worker/training/warmup.py), numbered by SFT step.
 WARMUP_METRIC_PREFIX = "sft/"
 
 
@@ -256,7 +256,7 @@ def _capacity_findings(
     else:
         field = f"environments.{index}.environment"
         # A warm-up alone plays its episodes one at a time: one session per environment.
-        # Every training process plays its own generation batch at once (worker/distributed.py).
+        # Every training process plays its own generation batch at once (worker/training/distributed.py).
         needed = config.grpo.generation_batch_size * config.ranks if config.grpo is not None else 1
         wanted = (
             f"the generation batch of {needed} rollouts (per_device_train_batch_size x "

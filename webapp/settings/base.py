@@ -255,7 +255,7 @@ MODELS_DIR = env_path("ENVLAB_MODELS_DIR", VAR_DIR / "models")
 ENVLAB_HEARTBEAT_SECONDS = env_float("ENVLAB_HEARTBEAT_SECONDS", 2.0)
 ENVLAB_STALE_SECONDS = env_float("ENVLAB_STALE_SECONDS", 20.0)
 ENVLAB_INTERRUPT_SECONDS = env_float("ENVLAB_INTERRUPT_SECONDS", 45.0)
-# A run of several training processes (worker/distributed.py) that has not stopped at a step
+# A run of several training processes (worker/training/distributed.py) that has not stopped at a step
 # end this long after a cancel is stopped by its worker.
 ENVLAB_CANCEL_GRACE_SECONDS = env_float("ENVLAB_CANCEL_GRACE_SECONDS", 300.0)
 # A worker whose heartbeat is older than this is not counted on to carry a GPU run at launch.

@@ -1,7 +1,7 @@
 """What the reward composer page needs from the server: the term kinds with their typed
 params, the attributes each environment offers, a draft checked exactly as a save checks
 it, and a draft scored on one stored training rollout or on one freshly played episode
-(a "preview" job, worker/preview.py, that scores it with `preview_scores` as here).
+(a "preview" job, worker/play/preview.py, that scores it with `preview_scores` as here).
 
 The kinds come from the one registry (webapp.rewards.terms.KINDS), the attributes from
 envs.adapters.attributes.ATTRIBUTES, the checks from webapp.rewards.services.recipe_parse
@@ -214,7 +214,7 @@ def _tree(
 def preview_scores(terms: list[RewardTerm], episode: Episode) -> dict[str, Any]:
     """The draft's `terms` on one episode: `{total, values, tree}`, each term's value by name
     and the tree the total came out of. The stored-rollout preview and the fresh-episode
-    preview job (worker/preview.py) both answer with this."""
+    preview job (worker/play/preview.py) both answer with this."""
     values: dict[str, float | None] = {}
     total = recipe_total(terms, episode, values)
     return {
@@ -284,7 +284,7 @@ def draft_preview(*, user: AbstractBaseUser | Any, data: Any) -> dict[str, Any]:
 def draft_play_create(*, user: AbstractBaseUser | Any, data: Any) -> Any:
     """Validate `{terms, play: {environment, policy, seed?, prompt?, name?}}` and queue a
     "preview" job that plays ONE episode with the reference policy on the live environment
-    and scores it with the draft (worker/preview.py); its result is `{total, values, tree,
+    and scores it with the draft (worker/play/preview.py); its result is `{total, values, tree,
     episode, attributes, messages}`. The terms are checked as a save checks them and the
     environment and policy as a dry run checks them; every problem is raised at once as
     RecipeRejected (a 400 naming the field), and a refused request writes nothing."""

@@ -1,6 +1,6 @@
 """A recipe's dry run: K groups of G episodes played against the live environment by a policy
 (random, solver, or a model or checkpoint, sampled as GRPO samples), scored by the recipe,
-before any GPU is spent. Validated here, run by the worker (worker/dry_run.py) as a job.
+before any GPU is spent. Validated here, run by the worker (worker/play/dry_run.py) as a job.
 
 The request's environment and policy follow the evaluations' rules (one check, in
 webapp.evaluations.services.evaluation_check): the same errors for the same mistakes.

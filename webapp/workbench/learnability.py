@@ -3,7 +3,7 @@ RFC 008 reserves for its hub (reward reachability, difficulty separation, headro
 with the two reference policies this project has: the solver (the oracle) and the random
 valid policy (a blind floor).
 
-The worker (worker/learnability.py) plays the SAME seeded rows once with each, scores every
+The worker (worker/play/learnability.py) plays the SAME seeded rows once with each, scores every
 episode with the recipe as training would, and calls `learnability_report` here: pure
 arithmetic on the score lists, so the numbers are tested on hand-made lists.
 
@@ -58,7 +58,7 @@ ROWS_AHEAD = 0.75
 HEADROOM = 0.25
 
 # The environment name the worker binds its adapter under when a job names none (jobs queued
-# before they kept one; worker/dry_run.py ENV_NAME): a term limited to other environments
+# before they kept one; worker/play/dry_run.py ENV_NAME): a term limited to other environments
 # scores None there, as in the dry run.
 ENV_NAME = "env"
 

@@ -333,7 +333,7 @@ class Rescorer:
         }
 
 
-# --- the request: checked here, queued as a job, run by worker/rescore.py -----------------------
+# --- the request: checked here, queued as a job, run by worker/play/rescore.py -----------------------
 
 
 def run_grpo_settings(config: Mapping[str, Any]) -> tuple[str, int | None]:

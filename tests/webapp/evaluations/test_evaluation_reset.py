@@ -9,7 +9,7 @@ import pytest
 
 from webapp.evaluations.models import Evaluation
 from webapp.runs.models import Run
-from worker.evaluation import evaluation_rows
+from worker.play.evaluation import evaluation_rows
 
 pytestmark = pytest.mark.django_db
 

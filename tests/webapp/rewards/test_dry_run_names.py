@@ -2,8 +2,8 @@
 name, so a term limited to "wordle" applies when a dry run (or a learnability job, or a fresh
 preview) names its environment "wordle" and is None (not applicable) when it names it "other".
 
-The job functions run here in the test process (worker/dry_run.py, worker/learnability.py,
-worker/preview.py), each on a job row claimed as a worker claims it, against the real wordle
+The job functions run here in the test process (worker/play/dry_run.py, worker/play/learnability.py,
+worker/play/preview.py), each on a job row claimed as a worker claims it, against the real wordle
 server; tests/e2e/test_composer_play.py runs the preview through a real worker process.
 """
 
@@ -18,7 +18,7 @@ from webapp.jobs.models import Job
 from webapp.rewards.terms import RewardTerm
 from webapp.workbench.learnability import recipe_bounds
 
-# Committed rows: the job's heartbeat thread (worker/dry_run.py _Beat) reads them on its own connection.
+# Committed rows: the job's heartbeat thread (worker/play/dry_run.py _Beat) reads them on its own connection.
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LEASE = "test-lease"
@@ -63,7 +63,7 @@ def _claimed(response) -> Job:
 
 @pytest.mark.parametrize(("name", "applies"), [(None, True), ("wordle", True), ("other", False)])
 def test_a_term_limited_to_wordle_applies_in_a_dry_run_named_wordle_only(api, env_id, recipe, name, applies):
-    from worker.dry_run import dry_run
+    from worker.play.dry_run import dry_run
 
     body = {"environment": env_id, "policy": "solver", "groups": 1, "group_size": 2, "seed": 3}
     job = _claimed(api.post(f"/api/reward-recipes/{recipe}/dry-run/", {**body, **({"name": name} if name else {})}, format="json"))
@@ -84,7 +84,7 @@ def test_a_term_limited_to_wordle_applies_in_a_dry_run_named_wordle_only(api, en
 
 @pytest.mark.parametrize(("name", "top"), [("wordle", 1 + 0.5 * 5 / 6), ("other", 0.0)])
 def test_learnability_binds_the_name_and_bounds_the_recipe_under_it(api, env_id, recipe, name, top):
-    from worker.learnability import learnability
+    from worker.play.learnability import learnability
 
     job = _claimed(api.post(f"/api/reward-recipes/{recipe}/learnability/", {"environment": env_id, "episodes": 1, "seed": 3, "name": name}, format="json"))
 
@@ -104,7 +104,7 @@ def test_recipe_bounds_skip_terms_limited_to_other_names():
 
 @pytest.mark.parametrize(("name", "win"), [("wordle", True), ("other", False)])
 def test_the_fresh_preview_scores_under_its_name(api, env_id, name, win):
-    from worker.preview import preview
+    from worker.play.preview import preview
 
     play = {"environment": env_id, "policy": "solver", "seed": 3, "name": name}
     job = _claimed(api.post("/api/reward-recipes/preview/", {"terms": TERMS, "play": play}, format="json"))

@@ -210,7 +210,7 @@ def test_a_run_records_the_exact_recipe_version(api, wordle_env, built_model, se
     assert (rewards["version"], [t["name"] for t in rewards["terms"]]) == (2, ["win", "greens"])
     # The worker reads it back and compiles the recorded terms.
     from webapp.runs.config import RunConfig
-    from worker.rewards import compile_rewards
+    from worker.training.rewards import compile_rewards
 
     funcs, weights = compile_rewards(RunConfig.model_validate(run.config).rewards)
     assert ([f.__name__ for f in funcs], weights) == (["win", "greens", "invalid"], [1.0, 1.0, 1.0])

@@ -47,9 +47,9 @@ CHARTS: tuple[ChartSpec, ...] = (
     ),
 )
 
-# Only on the page of a run with an SFT warm-up (worker/warmup.py); x is the SFT step.
+# Only on the page of a run with an SFT warm-up (worker/training/warmup.py); x is the SFT step.
 WARMUP_CHART = ChartSpec("sft-loss", "SFT warm-up loss", "loss", ("sft/loss",))
-# Only on the page of a GPU run (worker/perf.py measures both; the async trainer's spelling of
+# Only on the page of a GPU run (worker/training/perf.py measures both; the async trainer's spelling of
 # the throughput is stored under the same key, webapp.runs.telemetry.metric_keys).
 GPU_CHARTS: tuple[ChartSpec, ...] = (
     ChartSpec("throughput", "Generation throughput", "generated tokens/s", ("perf/generated_tokens_per_s",)),

@@ -64,7 +64,7 @@ def telemetry_record(
     notes: list[dict[str, Any]] = []
     points: list[MetricPoint] = []
     rollouts: list[Rollout] = []
-    alerts: list[RunEvent] = []  # run health (worker/health.py) and run events, in the order raised
+    alerts: list[RunEvent] = []  # run health (worker/training/health.py) and run events, in the order raised
     last_step = 0
     for kind, payload in events:
         if kind == "metrics":

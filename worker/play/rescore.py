@@ -3,7 +3,7 @@ another recipe's terms, their GRPO advantages computed again, old and new side b
 
 Reads the run's rollouts in keyset pages on (run, seq) -- only the columns the scores need,
 never the transcripts -- so a run of 100k rollouts streams; it never writes to them. The
-lease is renewed by a beat thread between the pages' progress writes (worker/dry_run.py).
+lease is renewed by a beat thread between the pages' progress writes (worker/play/dry_run.py).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from webapp.jobs.services import job_heartbeat
 from webapp.rewards.terms import RewardTerm
 from webapp.runs.models import Rollout
 from webapp.workbench.rescore import Rescorer
-from worker.dry_run import _Beat
-from worker.jobs import LeaseLost
+from worker.play.dry_run import _Beat
+from worker.play.jobs import LeaseLost
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from envs.adapters.tool_metrics import tool_call_names, tool_results
 from webapp.runs.config import AlertSettings
-from worker.group_starts import GroupStarts
+from worker.training.group_starts import GroupStarts
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def _finite(value: float | None) -> float | None:
 
 class HealthMonitor:
     """Feed `tool_results` with each generation batch's rollouts, `group_starts` with its
-    groups' starts (worker/group_starts.py) and `observe` with each step's logs; `observe`
+    groups' starts (worker/training/group_starts.py) and `observe` with each step's logs; `observe`
     returns the alerts raised or cleared at that step. `stop` is the first raised alert whose
     kind the run's `stop_on` names."""
 

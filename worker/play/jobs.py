@@ -21,10 +21,10 @@ from webapp.settings.env import env_int
 log = logging.getLogger(__name__)
 
 KINDS: dict[str, str] = {
-    "dry_run": "worker.dry_run:dry_run",
-    "learnability": "worker.learnability:learnability",
-    "rescore": "worker.rescore:rescore",
-    "preview": "worker.preview:preview",
+    "dry_run": "worker.play.dry_run:dry_run",
+    "learnability": "worker.play.learnability:learnability",
+    "rescore": "worker.play.rescore:rescore",
+    "preview": "worker.play.preview:preview",
 }
 
 

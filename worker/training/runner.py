@@ -43,13 +43,13 @@ from webapp.runs.services import (  # noqa: E402
 )
 from webapp.runs.telemetry.record import LeaseLost, telemetry_record  # noqa: E402
 from webapp.settings.env import env_int  # noqa: E402
-from worker.checkpoint_save import AtomicCheckpoints, remove_leftovers  # noqa: E402
 from worker.datasets import episode_rows  # noqa: E402
-from worker.distributed import RankGroup, peer_lost  # noqa: E402
-from worker.group_starts import GroupStartMeter, group_starts  # noqa: E402
-from worker.grpo_args import grpo_config_kwargs  # noqa: E402
-from worker.health import HealthMonitor  # noqa: E402
-from worker.lifecycle import (  # noqa: E402
+from worker.training.checkpoint_save import AtomicCheckpoints, remove_leftovers  # noqa: E402
+from worker.training.distributed import RankGroup, peer_lost  # noqa: E402
+from worker.training.group_starts import GroupStartMeter, group_starts  # noqa: E402
+from worker.training.grpo_args import grpo_config_kwargs  # noqa: E402
+from worker.training.health import HealthMonitor  # noqa: E402
+from worker.training.lifecycle import (  # noqa: E402
     error_message,
     failure_class,
     finish_run,
@@ -61,16 +61,16 @@ from worker.lifecycle import (  # noqa: E402
     outage_wait_stopped,
     run_model_source,
 )
-from worker.perf import PerfMeter, completion_tokens, perf_metrics  # noqa: E402
-from worker.rewards import compile_rewards, scored_episode  # noqa: E402
-from worker.telemetry import TelemetrySink  # noqa: E402
+from worker.training.perf import PerfMeter, completion_tokens, perf_metrics  # noqa: E402
+from worker.training.rewards import compile_rewards, scored_episode  # noqa: E402
+from worker.training.telemetry import TelemetrySink  # noqa: E402
 
 log = logging.getLogger(__name__)
 
 
 class CapturingGRPOTrainer(AtomicCheckpoints, GRPOTrainer):
     """Hands every scored rollout of a generation batch to the telemetry sink; saves whole
-    checkpoints or none (worker/checkpoint_save.py).
+    checkpoints or none (worker/training/checkpoint_save.py).
 
     Reads TRL's private rolling buffers right after scoring (trl 1.16; pinned in
     pyproject and covered by the end-to-end test): the newest len(inputs) entries are
@@ -190,7 +190,7 @@ def _reset_fingerprint(env: Any) -> str | None:
 
 
 def _episode_facts(env: Any) -> dict[str, Any]:
-    """What the reward terms scored this episode on (worker/rewards.py), so a stored run can
+    """What the reward terms scored this episode on (worker/training/rewards.py), so a stored run can
     be re-scored with another recipe: attributes, components and the completion's size."""
     episode = scored_episode(env) if env is not None else None
     if episode is None:
@@ -249,7 +249,7 @@ class TelemetryCallback(TrainerCallback):
 
     def _with_tool_metrics(self, step: int, logs: dict[str, Any]) -> dict[str, Any]:
         """`logs` with the step's per-tool counts (envs/adapters/toolstats.py) and mismatched groups
-        (worker/group_starts.py). Not in the end-of-training summary, logged at the last step again:
+        (worker/training/group_starts.py). Not in the end-of-training summary, logged at the last step again:
         its zeros would replace that step's counts."""
         if "train_runtime" in logs or step == self._tool_step:
             return logs
@@ -444,7 +444,7 @@ def build_trainer(
     if config.generation.vllm_server_base_url:
         # Checked at launch, and again where it is used: the name may resolve elsewhere now.
         check_outbound_url(config.generation.vllm_server_base_url, name="vllm_server_base_url")
-    # The one schema's fields by name, plus the lab's constants (worker/grpo_args.py).
+    # The one schema's fields by name, plus the lab's constants (worker/training/grpo_args.py).
     args = GRPOConfig(
         **grpo_config_kwargs(
             config, output_dir=str(output_dir), reward_weights=weights, vllm_server_base_url=vllm_server_base_url
@@ -505,8 +505,8 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
     model_source = str(warmup_dir) if config.warmup is not None else None
     if config.ranks > 1:
         # Several training processes (accelerate): this task starts and watches them, and
-        # they train and record the run (worker/distributed.py).
-        from worker.distributed import run_ranks
+        # they train and record the run (worker/training/distributed.py).
+        from worker.training.distributed import run_ranks
 
         return run_ranks(
             run=run, config=config, lease_owner=lease_owner, output_dir=output_dir, start_step=start_step,
@@ -542,7 +542,7 @@ def grpo_phase(
     try:
         with alerts, vllm as url:
             if config.harness is not None:
-                # A loop-owning agent on a Harbor server plays the rollouts (worker/harness.py):
+                # A loop-owning agent on a Harbor server plays the rollouts (worker/training/harness.py):
                 # metrics come through the callback; the agent's transcripts stay on the server.
                 trainer = _harness_trainer(run, config, output_dir, url)
                 trainer.envlab_sink = sink  # told of a checkpoint the disk refused
@@ -618,7 +618,7 @@ def _recorded_checkpoint(run_id: int) -> int | None:
 
 
 def _harness_trainer(run: Run, config: RunConfig, output_dir: Path, vllm_url: str | None) -> Any:
-    from worker.harness import build_harness_trainer
+    from worker.training.harness import build_harness_trainer
 
     source, hub_token = run_model_source(run, config)
     environment = Environment.objects.get(pk=config.environments[0].environment)
@@ -631,11 +631,11 @@ def _harness_trainer(run: Run, config: RunConfig, output_dir: Path, vllm_url: st
 
 
 def _warmup_phase(run: Run, config: RunConfig, lease_owner: str, warmup_dir: Path) -> str | None:
-    """Run the SFT warm-up (worker/warmup.py) under its own telemetry sink, closed (flushed)
+    """Run the SFT warm-up (worker/training/warmup.py) under its own telemetry sink, closed (flushed)
     before GRPO's opens, so no SFT step lands after GRPO's step counter restarts. Returns
     None when GRPO follows, else how the run ended (recorded here)."""
     from worker.episodes import tool_schemas
-    from worker.warmup import WarmupResult, run_warmup
+    from worker.training.warmup import WarmupResult, run_warmup
 
     if not run_phase_set(run_id=run.pk, lease_owner=lease_owner, phase=Run.Phase.WARMUP, step=0):
         return "lease_lost"

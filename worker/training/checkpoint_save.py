@@ -101,7 +101,7 @@ class AtomicCheckpoints:
 
     `envlab_sink`: the run's telemetry sink, told of a failed save (None: only logged).
     The Trainer's checkpoint rotation runs on the staging root, where it sees one checkpoint:
-    the lab sets no `save_total_limit` (worker/grpo_args.py), so a run keeps all of them."""
+    the lab sets no `save_total_limit` (worker/training/grpo_args.py), so a run keeps all of them."""
 
     envlab_sink: Any = None
     _envlab_staging: Path | None = None

@@ -32,7 +32,7 @@ RewardFunc = Callable[..., list[float | None]]
 # The episode each environment instance was last scored on, with the completion ids it was
 # scored for: every reward function of a batch gets the same `completion_ids` lists, so the
 # attributes are read once per rollout, not once per term; the trainer stores the same
-# episode with the rollout (worker/runner.py), so a re-score sees what training saw. Holding
+# episode with the rollout (worker/training/runner.py), so a re-score sees what training saw. Holding
 # the ids list keeps its identity from being reused by a later batch's list.
 _SCORED: dict[int, tuple[Any, Any, Episode | None]] = {}
 

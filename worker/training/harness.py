@@ -27,7 +27,7 @@ from envs.adapters.harbor import TASK_INDEX_KEY, HarborSessionFactory
 from webapp.rewards.scoring import Episode, recipe_total
 from webapp.rewards.terms import RecipeRef, RewardTerm, terms_dump
 from webapp.runs.config import GRPOSettings, RunConfig
-from worker.grpo_args import LAB_CONSTANTS
+from worker.training.grpo_args import LAB_CONSTANTS
 
 HARBOR_ENV_NAME = "harbor"
 # Every GRPO setting but `beta` is an AsyncGRPOConfig field of the same name (the tests check it
@@ -219,10 +219,10 @@ def build_harness_trainer(
         config=config, args=args, environment=environment, dataset=dataset, tokenizer=tokenizer,
         model_name=model_source, eos_token_ids=list(eos) if isinstance(eos, list) else [eos],
     ))
-    from worker.checkpoint_save import AtomicCheckpoints
+    from worker.training.checkpoint_save import AtomicCheckpoints
 
     class AtomicAsyncGRPOTrainer(AtomicCheckpoints, AsyncGRPOTrainer):
-        """Whole checkpoints or none, as GRPO runs save them (worker/checkpoint_save.py)."""
+        """Whole checkpoints or none, as GRPO runs save them (worker/training/checkpoint_save.py)."""
 
     return AtomicAsyncGRPOTrainer(
         # TRL 1.16 takes a model id or folder only: a loaded model fails in its

@@ -29,7 +29,7 @@ def grpo_settings_kwargs(grpo: GRPOSettings) -> dict[str, Any]:
 
 def generation_kwargs(config: RunConfig, *, vllm_server_base_url: str | None = None) -> dict[str, Any]:
     """use_vllm and the vLLM fields the run set. `vllm_server_base_url`: the managed server's
-    address, where the worker started one (worker/vllm_server.py)."""
+    address, where the worker started one (worker/training/vllm_server.py)."""
     generation = config.generation
     if generation.backend != "vllm":
         return {"use_vllm": False}

@@ -1,6 +1,6 @@
 """Playing one evaluation: for each model, the same seeded rows, played through the very
 adapter class TRL gets (worker/episodes.py play_episode), greedy for models
-(worker/evaluation_policy.py), every episode stored as it ends.
+(worker/play/evaluation_policy.py), every episode stored as it ends.
 
 Imported only inside the Celery task. The caller holds the evaluation's lease
 (webapp.evaluations.services.evaluation_claim); a thread renews it while this plays, and
@@ -141,7 +141,7 @@ def _policies(evaluation: Evaluation, entry: dict[str, Any], adapter: Any) -> tu
         schemas = tool_schemas(adapter)
         # Random: seeded by the row, so each episode draws the same calls in every evaluation.
         return lambda row: policy_for(key or "", tools=schemas, seed=int(row["seed"]), kind=kind), iterations
-    from worker.evaluation_policy import ModelPolicy, prepare_tokenizer, training_chat_template
+    from worker.play.evaluation_policy import ModelPolicy, prepare_tokenizer, training_chat_template
 
     model, tokenizer = _load_model(entry, evaluation.owner)
     tokenizer = prepare_tokenizer(tokenizer)

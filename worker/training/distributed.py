@@ -1,8 +1,8 @@
 """Several training processes for one run: data parallel through accelerate.
 
-The Celery task that claimed the run (worker/runner.py `train`) prepares it (the lease, the
+The Celery task that claimed the run (worker/training/runner.py `train`) prepares it (the lease, the
 rewind, the warm-up, which plays on one device), then starts `config.ranks` processes of
-`worker.rank` with `accelerate launch --multi_gpu --num_processes N` and watches them. On
+`worker.training.rank` with `accelerate launch --multi_gpu --num_processes N` and watches them. On
 device 'cuda' they get the first N GPUs (`--gpu_ids`) and talk over NCCL, and a managed vLLM
 server takes the GPU after them. On 'cpu' the same launcher (its --multi_gpu mode runs
 torch.distributed.run, whatever the devices) starts them, and their Accelerator joins them over
@@ -108,7 +108,7 @@ def rank_command(
         launcher += ["--gpu_ids", ",".join(str(i) for i in range(config.ranks))]
     launcher += [
         "--main_process_ip", "127.0.0.1", "--main_process_port", str(port),
-        "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "worker.rank",
+        "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "worker.training.rank",
     ]
     return [
         *launcher,
@@ -130,7 +130,7 @@ def run_ranks(
     they could not record themselves. Returns how the run ended ("lease_lost" when another
     worker took it over)."""
     from webapp.runs.models import Run
-    from worker.lifecycle import error_message, failure_class, finish_run, managed_vllm
+    from worker.training.lifecycle import error_message, failure_class, finish_run, managed_vllm
 
     try:
         with managed_vllm(run, config, output_dir, model_source) as vllm_url:
@@ -157,7 +157,7 @@ def _supervise(
     from envs.ports import free_port
     from webapp.runs.models import Run
     from webapp.runs.services import run_heartbeat
-    from worker.lifecycle import finish_run
+    from worker.training.lifecycle import finish_run
 
     command = rank_command(
         config=config, run_id=run.pk, lease_owner=lease_owner, start_step=start_step, resume_from=resume_from,

@@ -1,7 +1,7 @@
 """The reward composer's preview of a freshly played episode (webapp.workbench.composer
 draft_play_create): ONE episode of the job's seeded row, played by the solver or the random
 policy through the adapter TRL would get (bound under the job's run-local name, as a dry run
-binds it: worker/dry_run.py job_setup), scored by the draft's terms with the very function
+binds it: worker/play/dry_run.py job_setup), scored by the draft's terms with the very function
 the stored-rollout preview uses (webapp.workbench.composer.preview_scores).
 
 The result: `{total, values, tree}` as the stored preview answers, plus the episode's
@@ -16,9 +16,9 @@ from webapp.jobs.models import Job
 from webapp.jobs.services import job_heartbeat
 from webapp.rewards.scoring import episode_from_adapter
 from webapp.workbench.composer import preview_scores
-from worker.dry_run import _policy_factory, job_max_calls, job_setup
 from worker.episodes import play_episode
-from worker.jobs import LeaseLost
+from worker.play.dry_run import _policy_factory, job_max_calls, job_setup
+from worker.play.jobs import LeaseLost
 
 
 def preview(job: Job, lease_owner: str) -> dict[str, Any]:

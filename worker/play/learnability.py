@@ -1,6 +1,6 @@
 """A recipe's learnability card (webapp/workbench/learnability.py): the SAME seeded rows played
 once by the environment's solver and once by the random valid policy, on the adapter TRL would
-get, each episode scored by the recipe as the dry run scores it (worker/dry_run.py)."""
+get, each episode scored by the recipe as the dry run scores it (worker/play/dry_run.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from envs.solvers import RANDOM, SOLVER, policy_for
 from webapp.jobs.models import Job
 from webapp.jobs.services import job_heartbeat
 from webapp.workbench.learnability import learnability_report, recipe_bounds
-from worker.dry_run import ENV_NAME, _Beat, job_setup, play_scored
 from worker.episodes import stated_iterations, tool_schemas
-from worker.jobs import LeaseLost
+from worker.play.dry_run import ENV_NAME, _Beat, job_setup, play_scored
+from worker.play.jobs import LeaseLost
 
 POLICIES = (SOLVER, RANDOM)
 

@@ -27,7 +27,7 @@ from webapp.runs.config import RunEnvironment
 from webapp.workbench.dry_run import dry_run_report
 from worker.datasets import prompt_rows
 from worker.episodes import adapter_tools, play_episode, stated_iterations, tool_schemas
-from worker.jobs import LeaseLost
+from worker.play.jobs import LeaseLost
 
 log = logging.getLogger(__name__)
 ENV_NAME = "env"
@@ -76,8 +76,8 @@ def _policy_factory(params: dict[str, Any], adapter: Any, owner: Any) -> Any:
     if entry["kind"] in ("solver", "random"):
         schemas = tool_schemas(adapter)
         return lambda row, k: policy_for(key, tools=schemas, seed=int(row["seed"]) * 1000 + k, kind=entry["kind"])
-    from worker.evaluation import _load_model
-    from worker.evaluation_policy import ModelPolicy, prepare_tokenizer, training_chat_template
+    from worker.play.evaluation import _load_model
+    from worker.play.evaluation_policy import ModelPolicy, prepare_tokenizer, training_chat_template
 
     model, tokenizer = _load_model(entry, owner)
     tokenizer = prepare_tokenizer(tokenizer)

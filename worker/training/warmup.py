@@ -35,7 +35,7 @@ from webapp.runs.config import GRPOSettings, RunConfig, WarmupSettings
 from webapp.runs.models import Rollout, Run
 from webapp.runs.services import WARMUP_METRIC_PREFIX
 from webapp.runs.telemetry.metric_keys import WALL_TIME_KEY
-from worker.checkpoint_save import fsync_path, fsync_tree
+from worker.training.checkpoint_save import fsync_path, fsync_tree
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
-"""One training process of a run with several (worker/distributed.py explains the whole):
+"""One training process of a run with several (worker/training/distributed.py explains the whole):
 started by the run's Celery task through accelerate's or torch's launcher, it trains its share
 of every batch, and rank 0 records the run.
 
-    python -m worker.rank --run-id ID --lease-owner OWNER --start-step N --resume-from DIR
+    python -m worker.training.rank --run-id ID --lease-owner OWNER --start-step N --resume-from DIR
         --model-source DIR --vllm-url URL --supervisor PID
 
 Exit status: 0 when training ended (rank 0 recorded how), 1 when rank 0 recorded a failure
@@ -25,7 +25,7 @@ def _stop_on_sigterm(signum: int, frame: object) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m worker.rank")
+    parser = argparse.ArgumentParser(prog="python -m worker.training.rank")
     parser.add_argument("--run-id", type=int, required=True)
     parser.add_argument("--lease-owner", required=True)
     parser.add_argument("--start-step", type=int, default=0)
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
-    from worker.distributed import RankGroup, watch_supervisor
+    from worker.training.distributed import RankGroup, watch_supervisor
 
     watch_supervisor(args.supervisor)
     import torch
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from webapp.runs.config import RunConfig
     from webapp.runs.models import Run
     from webapp.settings.env import env_int
-    from worker.runner import grpo_phase
+    from worker.training.runner import grpo_phase
 
     torch.set_num_threads(env_int("ENVLAB_TORCH_THREADS", 1))
     run = Run.objects.get(pk=args.run_id)

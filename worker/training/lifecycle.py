@@ -1,5 +1,5 @@
 """How a run's training process starts and ends, shared by the Celery task's own training
-(worker/runner.py) and the processes of a multi-process run (worker/distributed.py): the
+(worker/training/runner.py) and the processes of a multi-process run (worker/training/distributed.py): the
 model it trains from, the vLLM server it may ask for, recording its end, and the error it
 stores. No torch here: the task's watcher imports it before any training does.
 """
@@ -47,7 +47,7 @@ def managed_vllm(run: Run, config: RunConfig, output_dir: Path, model_source: st
     if not config.generation.managed_server:
         yield None
         return
-    from worker.vllm_server import ManagedVLLMServer
+    from worker.training.vllm_server import ManagedVLLMServer
 
     source = model_source or run_model_source(run, config)[0]
     server = ManagedVLLMServer(

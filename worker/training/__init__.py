@@ -1,0 +1,1 @@
+"""Training: the GRPO runner and its warm-up, the multi-process launch, the trainer's telemetry and health rules."""
