@@ -7,7 +7,7 @@ task's sandbox.
 No sandbox can start on this machine (no Docker daemon, no cloud credentials): the server
 says so in its catalog, a harness run that asks for a sandbox is refused at launch, and a
 rollout comes back failed with the server's own reason, which TRL's harness loop turns into
-an unscorable rollout (tests/worker/test_harness.py). Training on such a server needs a
+an unscorable rollout (tests/worker/training/test_harness.py). Training on such a server needs a
 sandbox and a GPU engine (issue 11's device check)."""
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from envs.adapters import ors
+from tests.envs.adapters.test_ors_adapter import ors_server
 from tests.envs.servers import free_port
-from tests.worker.test_ors_adapter import ors_server
 
 
 def test_the_tasks_listed_without_num_tasks_or_indices_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -252,9 +252,11 @@ def test_checkpoints_of_a_run_are_plotted_with_the_best_marked(
     )
     # Checkpoints made by copying the built demo model (no training here: the trainer's own
     # checkpoints are covered by the training tests); each is a real, loadable model folder.
+    # RUNS_DIR outlives a test session and run pks repeat: start from an empty run folder,
+    # or a checkpoint a previous session left under the same pk joins the series.
+    shutil.rmtree(settings.RUNS_DIR / str(run.pk), ignore_errors=True)
     for step in (2, 4):
         folder = settings.RUNS_DIR / str(run.pk) / f"checkpoint-{step}"
-        shutil.rmtree(folder, ignore_errors=True)
         shutil.copytree(settings.MODELS_DIR / "echo", folder)
         (folder / "trainer_state.json").write_text("{}")
     evaluation = evaluation_create_for_checkpoints(owner=owner, run=run, episodes=2, seed=4)

@@ -356,7 +356,7 @@ def test_ors_failures_take_the_sdks_reason():
 
 def test_scripted_ors_episode(collect):
     from envs.adapters.ors import ors_adapter_class
-    from tests.worker.test_ors_adapter import ECHO_TASKS, ors_server
+    from tests.envs.adapters.test_ors_adapter import ECHO_TASKS, ors_server
 
     with ors_server(free_port()) as url:
         adapter = ors_adapter_class(base_url=url, env_name="echo")()

@@ -171,7 +171,7 @@ def test_a_collective_with_a_dead_process_is_told_apart_from_an_ordinary_error()
     from tests.support.ports import free_port
 
     port = str(free_port())
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     procs = [
         subprocess.Popen([sys.executable, "-c", _PEER_DIES, str(r), port], stdout=subprocess.PIPE, text=True, env=env)
         for r in (0, 1)
@@ -268,7 +268,7 @@ def test_a_training_process_whose_task_died_stops_even_if_it_ignores_sigterm():
 
     started = time.monotonic()
     training = subprocess.Popen(
-        [sys.executable, "-c", _IGNORES_SIGTERM, str(task.pid), str(Path(__file__).resolve().parents[2])],
+        [sys.executable, "-c", _IGNORES_SIGTERM, str(task.pid), str(Path(__file__).resolve().parents[3])],
         stdout=subprocess.PIPE, text=True,
     )
     out, _ = training.communicate(timeout=60)
