@@ -1,6 +1,6 @@
 """GRPOConfig's arguments from the one run config schema (webapp/runs/config.py): the schema's
 own fields by name, plus the constants the lab sets. A pure function, so the translation is
-tested field by field without a GPU (tests/worker/test_grpo_args.py)."""
+tested field by field without a GPU (tests/worker/training/test_grpo_args.py)."""
 
 from __future__ import annotations
 

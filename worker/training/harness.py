@@ -3,7 +3,7 @@ asynchronous GRPO trainer learns from the turns it sampled (trl 1.16:
 `trl.experimental.async_grpo`, `AsyncGRPOTrainer(rollout_worker=HarnessRolloutWorker(...))`).
 
 The pieces that need no GPU are pure and tested field by field on CPU
-(tests/worker/test_harness.py):
+(tests/worker/training/test_harness.py):
 - `async_config_kwargs`: AsyncGRPOConfig's arguments from the one run config schema;
 - `HarnessReward`: the run's reward recipe applied to a harness outcome (TRL's
   `HarnessRolloutOutcome`: the verifier's reward, tool calls and failures by tool, timed out);
