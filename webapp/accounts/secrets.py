@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cryptography.fernet import Fernet, InvalidToken
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
@@ -39,6 +39,38 @@ def _fernet() -> Fernet:
     if not key:
         raise SecretRejected("secrets cannot be stored: ENVLAB_SECRETS_KEY is not configured")
     return Fernet(key.encode() if isinstance(key, str) else key)
+
+
+def _readers() -> MultiFernet:
+    """The current key first, then ENVLAB_SECRETS_PREVIOUS_KEYS (read only)."""
+    previous = [Fernet(k.encode() if isinstance(k, str) else k) for k in settings.ENVLAB_SECRETS_PREVIOUS_KEYS if k]
+    return MultiFernet([_fernet(), *previous])
+
+
+def _current(ciphertext: str) -> bool:
+    try:
+        _fernet().decrypt(ciphertext.encode())
+        return True
+    except InvalidToken:
+        return False
+
+
+def user_secrets_reencrypt() -> int:
+    """Store every value that a previous key encrypted again under the current one (`make run`
+    does this at start, through envlab_setup). Values no key reads are left as they are (they
+    read as unset). Returns how many were re-encrypted."""
+    readers = _readers()
+    count = 0
+    for row in UserSecret.objects.only("pk", "ciphertext").iterator():
+        if _current(row.ciphertext):
+            continue
+        try:
+            token = readers.rotate(row.ciphertext.encode()).decode()
+        except InvalidToken:
+            continue
+        UserSecret.objects.filter(pk=row.pk, ciphertext=row.ciphertext).update(ciphertext=token)
+        count += 1
+    return count
 
 
 def user_secret_set(*, user: AbstractBaseUser, name: str, value: str) -> SecretStatus:
@@ -73,8 +105,9 @@ def user_secrets_status(*, user: AbstractBaseUser) -> list[SecretStatus]:
 def user_secret_value(*, user: AbstractBaseUser | None, name: str) -> str | None:
     """The decrypted value, for the owner's own runs and console only; None when unset.
 
-    A value that no longer decrypts (the key was rotated) counts as unset rather than failing
-    the run with a cryptography traceback.
+    A value that no longer decrypts (the key was changed and the old one is not among
+    ENVLAB_SECRETS_PREVIOUS_KEYS) counts as unset rather than failing the run with a
+    cryptography traceback.
     """
     if user is None or not getattr(user, "pk", None):
         return None
@@ -84,4 +117,13 @@ def user_secret_value(*, user: AbstractBaseUser | None, name: str) -> str | None
     try:
         return _fernet().decrypt(row.ciphertext.encode()).decode()
     except InvalidToken:
+        pass
+    try:
+        value = _readers().decrypt(row.ciphertext.encode()).decode()
+    except InvalidToken:
         return None
+    # Stored under a previous key: from now on under the current one.
+    UserSecret.objects.filter(pk=row.pk, ciphertext=row.ciphertext).update(
+        ciphertext=_fernet().encrypt(value.encode()).decode()
+    )
+    return value

@@ -307,6 +307,9 @@ ENVLAB_MAX_TOOL_TEXT = env_int("ENVLAB_MAX_TOOL_TEXT", 64 * 1024)
 # (the key goes to ENVLAB_OPENREWARD_API_URL only).
 # Fernet key for per-user secrets (webapp.accounts.secrets); production requires it.
 ENVLAB_SECRETS_KEY = env_str("ENVLAB_SECRETS_KEY", "")
+# Keys that only decrypt (what older values were stored under); a value read with one is
+# stored again under ENVLAB_SECRETS_KEY. Comma-separated Fernet keys.
+ENVLAB_SECRETS_PREVIOUS_KEYS = env_list("ENVLAB_SECRETS_PREVIOUS_KEYS", "")
 ENVLAB_API_KEY_ENV_ALLOWED = env_list("ENVLAB_API_KEY_ENV_ALLOWED", "OPENREWARD_API_KEY")
 # Container images: only from these registries (prefixes such as "ghcr.io/meta-pytorch/");
 # empty refuses every image.

@@ -10,6 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
+from webapp.accounts.secrets import user_secrets_reencrypt
 from webapp.accounts.services import demo_password_file, demo_user_ensure
 from webapp.catalog.bundled import (
     BUNDLED,
@@ -74,6 +75,9 @@ class Command(BaseCommand):
             self.stdout.write(f"login: {username} / {shown}  (kept in {demo_password_file()})")
         else:
             self.stdout.write(f"login: {username}, with the password you set")
+        moved = user_secrets_reencrypt()
+        if moved:
+            self.stdout.write(f"stored keys: {moved} re-encrypted under this installation's key")
         keys = [key for key in (only or BUNDLED) if not (key == "echo" and echo_url)]
         started = self._start_all(keys=keys, capacity=capacity, wait=wait)
         failed: list[str] = []
