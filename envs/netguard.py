@@ -129,6 +129,21 @@ def resolve(host: str, port: int) -> list[tuple[Any, ...]]:
     return infos
 
 
+def _is_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
+
+
+def unreachable_name(host: str) -> str:
+    return (
+        f"the host {host} does not resolve, or resolves to an address the lab may not reach "
+        f"({PRIVATE_RULE}; link-local, metadata, multicast and reserved addresses never)"
+    )
+
+
 def _addresses(host: str, port: int) -> list[str]:
     try:
         return [str(ipaddress.ip_address(host))]  # a literal needs no resolver (nor IPv6 routes)
@@ -162,11 +177,14 @@ def check_outbound_url(url: str, *, name: str = "the URL") -> str:
     except ValueError:
         raise OutboundRefused(f"{name} has a port that is not a number from 1 to 65535") from None
     addresses = _addresses(parts.hostname, port)
-    if not addresses:
-        raise OutboundRefused(f"{name}: the host {parts.hostname} cannot be resolved")
-    rule = _refusal_of_any(addresses)
-    if rule is not None:
-        raise OutboundRefused(f"{name} is refused: {rule}")
+    rule = _refusal_of_any(addresses) if addresses else None
+    if _is_literal(parts.hostname):
+        if rule is not None:
+            raise OutboundRefused(f"{name} is refused: {rule}")
+    elif not addresses or rule is not None:
+        # One text for "no such name" and "a name for a refused address": two texts would
+        # tell anyone which internal names exist and that they are private (review N13).
+        raise OutboundRefused(f"{name} is refused: {unreachable_name(parts.hostname)}")
     return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
 
 

@@ -84,7 +84,7 @@ def test_address_policy(address: str, allowed: list[str], rule: str | None, sett
             "http://a@example.org/",
             "the URL must not carry a user name or password (user:password@host)",
         ),
-        ("http://nothing.invalid/", "the URL: the host nothing.invalid cannot be resolved"),
+        ("http://nothing.invalid/", f"the URL is refused: {netguard.unreachable_name('nothing.invalid')}"),
         ("http://[::ffff:169.254.169.254]/", f"the URL is refused: {LINK_LOCAL}"),
     ],
 )
@@ -139,12 +139,26 @@ def test_loopback_is_refused_without_an_allowed_network(api, settings, host: str
     with http_server(body=b'{"status": "healthy"}') as target:
         port = target.url.rsplit(":", 1)[1]
         response, _ = register(api, f"http://{host}:{port}")
+    # A literal address is told its rule; a name gets the one text a name that does not
+    # resolve gets too (N13: no oracle for which internal names exist).
+    rule = PRIVATE if host == "127.0.0.1" else netguard.unreachable_name(host)
     assert (response.status_code, response.json()) == (
         400,
-        {"base_url": [f"base_url is refused: {PRIVATE}"]},
+        {"base_url": [f"base_url is refused: {rule}"]},
     )
+    assert PRIVATE in rule
     assert target.hits == []
     assert Environment.objects.count() == 0
+
+
+def test_a_private_name_and_a_missing_name_are_refused_alike(settings) -> None:
+    settings.ENVLAB_ALLOWED_ENV_NETWORKS = []
+    texts = []
+    for host in ("localhost", "nothing-here.invalid"):
+        with pytest.raises(netguard.OutboundRefused) as refused:
+            netguard.check_outbound_url(f"http://{host}:8000")
+        texts.append(str(refused.value).replace(host, "HOST"))
+    assert texts[0] == texts[1]
 
 
 def test_connections_check_the_address_again(settings) -> None:
