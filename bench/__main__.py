@@ -88,21 +88,27 @@ def render(results: dict[str, dict]) -> str:
             f"max_points={series['max_points']}, over HTTP from uvicorn)",
             "",
             "| database | tiered p50 ms | tiered p95 ms | server CPU ms a request | one key p50 ms "
-            "| first read (makes the tiers) ms | baseline: raw series p50 ms | raw / tiered | points returned "
-            "| tier rows |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| first read ms (tiers kept) | first read ms (tiers never made) | keep-up a block p50 / p95 ms "
+            "| baseline: raw series p50 ms | raw / tiered | points returned | tier rows |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
             *[
                 f"| {db['database']} | {db['http_p50_ms']} | {db['http_p95_ms']} "
                 f"| {db.get('server_cpu_ms_per_request', '')} | {db['http_one_key_p50_ms']} "
-                f"| {db['cold_ms']} | {db['baseline_raw_p50_ms']} | **{db['ratio_raw_vs_http']}x** "
+                f"| {db['cold_ms']} | {db.get('cold_unkept_ms', '')} "
+                f"| {db.get('keep_up_p50_ms', '')} / {db.get('keep_up_p95_ms', '')} "
+                f"| {db['baseline_raw_p50_ms']} | **{db['ratio_raw_vs_http']}x** "
                 f"| {db['points_returned']} | {db['tier_rows']} |"
                 for db in series["databases"].values()
             ],
             "",
             f"`GET /api/runs/<id>/metrics/?key=...&max_points={series['max_points']}` with a session, "
             f"{series['rounds']} rounds after the first read; the baseline asks for the same keys with "
-            "max_points=100000, every point, as each series was served before downsampling. Targets "
-            f"p95 <= {series['target_p95_ms']} ms and >= {series['target_ratio']}x on each database: "
+            "max_points=100000, every point, as each series was served before downsampling. The worker's "
+            "telemetry flusher keeps the tiers up as steps are written (keep-up: its cost each time the "
+            "20 keys pass a block of 16 steps, off the training thread), so the first read finds them "
+            "made; 'never made' is a run recorded before that, whose first read makes them. Targets "
+            f"p95 <= {series['target_p95_ms']} ms, first read <= {series.get('target_cold_ms', '-')} ms and "
+            f">= {series['target_ratio']}x on each database: "
             + ", ".join(
                 f"{db['database']} {'met' if db['pass'] else 'NOT met'}" for db in series["databases"].values()
             )

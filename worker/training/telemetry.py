@@ -105,6 +105,10 @@ class TelemetrySink:
         self._chunk_prefix = uuid.uuid4().hex[:16]
         self._chunks = 0
         self._notes: list[dict[str, Any]] = []  # written, not yet announced
+        # Metric tiers (webapp/runs/telemetry/metric_tiers.py), kept up after the writes that
+        # take a key past a block: each key's newest step written since, and the step kept to.
+        self._tier_steps: dict[str, int] = {}
+        self._tiers_kept = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._layer: Any = None
         self._thread = threading.Thread(target=self._run, name=f"telemetry-run-{run_id}", daemon=True)
@@ -339,7 +343,26 @@ class TelemetrySink:
             notes, self._notes = self._notes, []
             if notes and self.publish:
                 self._announce(notes)
+        self._keep_tiers(notes)
         return True
+
+    def _keep_tiers(self, notes: list[dict[str, Any]]) -> None:
+        """After the announcement (live clients first): extend the run's metric tiers when
+        a written step passed a multiple of their block, so reads of a long run find them made."""
+        from webapp.runs.telemetry.metric_tiers import BASE, tiers_keep_up
+
+        for note in notes:
+            if note.get("type") == "metrics":
+                for key in note["values"]:
+                    self._tier_steps[key] = max(self._tier_steps.get(key, 0), note["step"])
+        newest = max(self._tier_steps.values(), default=0)
+        if newest // BASE <= self._tiers_kept // BASE or self.lease_lost.is_set():
+            return
+        started = time.perf_counter()
+        tiers_keep_up(run_id=self.run_id, last_steps=self._tier_steps)
+        self.stats["tier_seconds"] = round(self.stats.get("tier_seconds", 0.0) + time.perf_counter() - started, 4)
+        self._tier_steps = {}
+        self._tiers_kept = newest
 
     def _write(self) -> None:
         """Write the pending events in chunks of about `chunk_events`, each one short

@@ -320,3 +320,35 @@ def test_a_rollouts_reset_fingerprint_is_not_stored_and_changes_nothing_else(cla
         "rewards": {"r": 1.0}, "reward": 1.0, "episode": {}, "unscored": False,
     }
     assert stored == [expected, expected]
+
+
+def test_metric_tiers_are_kept_up_as_steps_are_written_so_the_first_read_makes_none(claimed_run):
+    from webapp.runs.models import MetricTier, MetricTierMark
+    from webapp.runs.telemetry.series import run_metric_series
+
+    Run.objects.filter(pk=claimed_run.pk).update(max_steps=1000)
+    sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.2)
+    for step in range(1, 301):
+        sink.metrics(step, {"loss": (step * 7919) % 1009 / 1009, "reward": step / 300})
+        sink.step_done(step)
+        if step % 7 == 0:
+            time.sleep(0.01)  # let the flusher take a few steps at a time, as in a run
+    assert sink.close(timeout=20) is True
+
+    # Kept up by the flusher, with no read: both keys to their newest complete block.
+    marks = dict(MetricTierMark.objects.filter(run=claimed_run).values_list("key", "through_step"))
+    assert marks == {"loss": 288, "reward": 288, WALL_TIME_KEY: 288}
+    made = sorted(MetricTier.objects.filter(run=claimed_run).values_list("key", "width", "start", "min_step", "max_step"))
+    assert sink.stats["tier_seconds"] > 0
+
+    series = run_metric_series(run=Run.objects.get(pk=claimed_run.pk), keys=["loss", "reward"], max_points=40)
+
+    # The read found them made (nothing added or replaced), and agrees with a read that
+    # makes them itself from the same points.
+    assert sorted(MetricTier.objects.filter(run=claimed_run).values_list("key", "width", "start", "min_step", "max_step")) == made
+    MetricTier.objects.filter(run=claimed_run).delete()
+    MetricTierMark.objects.filter(run=claimed_run).delete()
+    assert run_metric_series(run=Run.objects.get(pk=claimed_run.pk), keys=["loss", "reward"], max_points=40) == series
+    assert sorted(MetricTier.objects.filter(run=claimed_run).values_list("key", "width", "start", "min_step", "max_step")) == [
+        row for row in made if row[0] != WALL_TIME_KEY  # the read made only the keys it read
+    ]

@@ -26,9 +26,10 @@ def run_metric_series(
     as (max_points - 2) // 2 allow, of width 2**j or 3 * 2**j), each keeping its lowest and
     its highest point where they occur, plus the series' first and last point: a one-step
     spike on a 100k-step run still shows. Buckets of 16 steps or more are read from
-    pre-aggregated tiers (metric_tiers.py), made on read for the blocks below the key's
-    newest step, so a read touches about max_points rows per key whatever the run's length
-    (security review L2) and the training write path does no extra work. Keys are listed
+    pre-aggregated tiers (metric_tiers.py), kept up by the worker's telemetry flusher as
+    steps are written (never the training thread) and made on read where missing, so a read
+    touches about max_points rows per key whatever the run's length (security review L2),
+    the first one included. Keys are listed
     by the database's order; unknown keys are left out.
     """
     wanted = sorted(set(keys)) if keys else _metric_keys_logged(run_id=run.pk)
