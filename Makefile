@@ -42,6 +42,12 @@ bench: install
 	@scripts/ensure_redis.sh
 	$(PY) -m bench
 
+# Every fault test (pytest marker `chaos`) on a real stack, then RELIABILITY.md's table.
+.PHONY: chaos
+chaos: install
+	@scripts/ensure_test_deps.sh
+	$(PY) scripts/chaos.py
+
 # The guide's table (base / SFT / SFT+GRPO on Catch) through the API and a real worker, in a
 # scratch installation under var/learning-table/; options in ARGS, e.g. ARGS="--seeds 0 --quick".
 .PHONY: learning-table

@@ -16,6 +16,7 @@ import pytest
 from django.conf import settings
 
 from tests.e2e.helpers import metric_steps, register_echo, run_config, wait_for, wait_status
+from tests.support.chaos import seconds_until_progress
 from tests.support.processes import worker_child_pids
 from webapp.runs.checkpoints import STAGING_PREFIX
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
@@ -47,7 +48,8 @@ def _stopped_when(child: int, condition, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
-def test_a_kill_between_a_flush_and_the_next_checkpoint_replays_without_mixing(api, echo_url, worker):
+@pytest.mark.chaos
+def test_a_kill_between_a_flush_and_the_next_checkpoint_replays_without_mixing(api, echo_url, worker, chaos_row):
     env_id = register_echo(api, echo_url)
     max_steps = 12
     run_id = api.post(
@@ -70,9 +72,17 @@ def test_a_kill_between_a_flush_and_the_next_checkpoint_replays_without_mixing(a
     stored_past = {rid for rid, row in before.items() if row["step"] > checkpoint}
     assert stored_past, "rollouts past the checkpoint were stored before the kill"
     last_seq = run.last_seq
+    killed_at = run.step
     os.kill(child, signal.SIGKILL)
+    recovered = seconds_until_progress(run_id, killed_at)
 
     run = wait_status(run_id, ("succeeded", "failed", "interrupted"), 300, worker)
+    chaos_row(
+        fault="training process SIGKILL between a telemetry flush and the next checkpoint",
+        when=f"step {killed_at} of {max_steps}, checkpoint {checkpoint}",
+        outcome=f"{run.status} after takeover; pre-kill rows past the checkpoint replaced",
+        recover_seconds=recovered, run_id=run_id, max_steps=max_steps, per_step=PER_STEP,
+    )
     assert (run.status, run.attempts) == ("succeeded", 2), run.error
     assert "taken_over" in RunEvent.objects.filter(run_id=run_id).values_list("kind", flat=True)
     _assert_exactly_once(run_id, max_steps)
@@ -86,7 +96,8 @@ def test_a_kill_between_a_flush_and_the_next_checkpoint_replays_without_mixing(a
     assert replayed.exists() and not replayed.filter(seq__lte=last_seq).exists()
 
 
-def test_a_kill_during_a_checkpoint_save_is_cleaned_up_and_the_run_resumes_whole(api, echo_url, worker):
+@pytest.mark.chaos
+def test_a_kill_during_a_checkpoint_save_is_cleaned_up_and_the_run_resumes_whole(api, echo_url, worker, chaos_row):
     env_id = register_echo(api, echo_url)
     max_steps = 24
     run_id = api.post(
@@ -106,9 +117,16 @@ def test_a_kill_during_a_checkpoint_save_is_cleaned_up_and_the_run_resumes_whole
     _stopped_when(child, lambda: bool(saving()) and Run.objects.get(pk=run_id).step >= 2, 300, "a save under way")
     [cut_short] = saving()
     cut_step = int(cut_short.rsplit("-", 1)[1])
+    killed_at = Run.objects.get(pk=run_id).step
     os.kill(child, signal.SIGKILL)
+    recovered = seconds_until_progress(run_id, killed_at)
 
     run = wait_status(run_id, ("succeeded", "failed", "interrupted"), 300, worker)
+    chaos_row(
+        fault="training process SIGKILL during a checkpoint save", when=f"saving step {cut_step} of {max_steps}",
+        outcome=f"{run.status} after takeover; the half-written checkpoint removed with an event",
+        recover_seconds=recovered, run_id=run_id, max_steps=max_steps, per_step=PER_STEP,
+    )
     assert (run.status, run.attempts) == ("succeeded", 2), run.error
     [event] = RunEvent.objects.filter(run_id=run_id, kind="checkpoint_incomplete")
     assert event.data["removed"] == [{"step": cut_step, "folder": cut_short}]

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from tests.e2e.helpers import metric_steps, register_echo, run_config, wait_for, wait_status
+from tests.support.chaos import seconds_until_progress
 from tests.support.env_process import EnvServerProcess
 from webapp.runs.models import Rollout, Run, RunEvent
 
@@ -33,8 +34,9 @@ def _outage_alerts(run_id: int) -> list[tuple[bool, str, datetime]]:
     ]
 
 
+@pytest.mark.chaos
 def test_env_server_killed_mid_call_and_restarted_the_run_succeeds_with_lost_episodes_unscored(
-    api, worker, tmp_path
+    api, worker, tmp_path, chaos_row
 ):
     server = EnvServerProcess("tests.support.stalling_echo:app", env={"STALL_DIR": str(tmp_path)}).start()
     try:
@@ -56,6 +58,11 @@ def test_env_server_killed_mid_call_and_restarted_the_run_succeeds_with_lost_epi
     finally:
         server.stop()
 
+    chaos_row(
+        fault="environment server SIGKILL mid tool call, back after 2 s", when=f"step {killed_at_step} of 30",
+        outcome=f"{run.status} (attempt {run.attempts}); episodes in flight stored unscored",
+        recover_seconds=round(recovered, 1), run_id=run_id, max_steps=30, per_step=4, key="loss",
+    )
     assert (run.status, run.error, run.failure, run.attempts) == ("succeeded", "", "", 1)
     assert metric_steps(run_id, "loss") == list(range(1, 31))
     assert _rollout_steps(run_id) == list(range(1, 31))
@@ -85,7 +92,8 @@ def test_env_server_killed_mid_call_and_restarted_the_run_succeeds_with_lost_epi
     assert cleared < restarted + 15  # the backoff is capped (10 s, jittered)
 
 
-def test_env_outage_past_the_limit_interrupts_the_run_and_resume_finishes(api, worker):
+@pytest.mark.chaos
+def test_env_outage_past_the_limit_interrupts_the_run_and_resume_finishes(api, worker, chaos_row):
     limit = float(settings.ENVLAB_ENV_OUTAGE_SECONDS)
     server = EnvServerProcess().start()
     try:
@@ -95,6 +103,7 @@ def test_env_outage_past_the_limit_interrupts_the_run_and_resume_finishes(api, w
             lambda: (Run.objects.get(pk=run_id).checkpoint_step or 0) >= 3 and Run.objects.get(pk=run_id).step >= 4,
             240, "a checkpoint and a step past it",
         )
+        killed_at = Run.objects.get(pk=run_id).step
         server.kill()
         killed = time.monotonic()
 
@@ -120,9 +129,16 @@ def test_env_outage_past_the_limit_interrupts_the_run_and_resume_finishes(api, w
         server.start()
         response = api.post(f"/api/runs/{run_id}/resume/")
         assert response.status_code == 200, response.json()
+        resumed = seconds_until_progress(run_id, Run.objects.get(pk=run_id).step)
         run = wait_status(run_id, ("succeeded", "failed", "interrupted"), 300, worker)
     finally:
         server.stop()
+    chaos_row(
+        fault=f"environment server down past ENVLAB_ENV_OUTAGE_SECONDS ({limit:g} s)", when=f"step {killed_at} of 12",
+        outcome=f"interrupted after {stopped:.0f} s, resumed by hand from checkpoint {checkpoint}: {run.status}",
+        recover_seconds=resumed, run_id=run_id, max_steps=12, per_step=4, key="loss",
+        note="recovery counted from the resume",
+    )
     assert (run.status, run.attempts) == ("succeeded", 2), run.error
     assert checkpoint is not None and checkpoint >= 3
     assert metric_steps(run_id, "loss") == list(range(1, 13))

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tests.e2e.helpers import metric_steps, register_echo, run_config, wait_for, wait_status
+from tests.support.chaos import seconds_until_progress
 from tests.support.processes import worker_child_pids, worker_ready
 from tests.support.redis_server import owned_redis_port, start_redis, stop_redis
 from webapp.runs.models import Rollout, Run, RunEvent
@@ -26,7 +27,8 @@ def _rollout_steps(run_id: int) -> list[int]:
     return sorted(set(Rollout.objects.filter(run_id=run_id).values_list("step", flat=True)))
 
 
-def test_killed_training_process_is_taken_over_from_its_checkpoint(api, echo_url, worker):
+@pytest.mark.chaos
+def test_killed_training_process_is_taken_over_from_its_checkpoint(api, echo_url, worker, chaos_row):
     env_id = register_echo(api, echo_url)
     run_id = api.post(
         "/api/runs/", run_config(env_id, max_steps=16, save_steps=3), format="json"
@@ -40,9 +42,16 @@ def test_killed_training_process_is_taken_over_from_its_checkpoint(api, echo_url
         "a checkpoint and a step past it",
     )
     [child] = worker_child_pids(worker)
+    killed_at = Run.objects.get(pk=run_id).step
     os.kill(child, signal.SIGKILL)
+    recovered = seconds_until_progress(run_id, killed_at)
 
     run = wait_status(run_id, ("succeeded", "failed", "interrupted"), 300, worker)
+    chaos_row(
+        fault="worker's training process SIGKILL", when=f"step {killed_at} of 16, checkpoint at 3+",
+        outcome=f"{run.status} after takeover (attempt {run.attempts})", recover_seconds=recovered,
+        run_id=run_id, max_steps=16, per_step=4,
+    )
     assert (run.status, run.attempts) == ("succeeded", 2), run.error
     assert _events(run_id)[:3] == ["queued", "claimed", "started"]
     assert "taken_over" in _events(run_id)
@@ -76,7 +85,8 @@ def test_cancel_stops_within_ten_seconds_with_a_checkpoint_and_resume_finishes(
     assert "resumed" in _events(run_id)
 
 
-def test_dead_worker_without_redelivery_is_marked_interrupted_then_resumed(api, echo_url, worker):
+@pytest.mark.chaos
+def test_dead_worker_without_redelivery_is_marked_interrupted_then_resumed(api, echo_url, worker, chaos_row):
     """The whole worker dies (main process and child): its message comes back only after the
     broker's visibility timeout, so the sweep marks the run interrupted; resume continues."""
     env_id = register_echo(api, echo_url)
@@ -84,6 +94,7 @@ def test_dead_worker_without_redelivery_is_marked_interrupted_then_resumed(api, 
         "/api/runs/", run_config(env_id, max_steps=16, save_steps=2), format="json"
     ).json()["id"]
     wait_for(lambda: (Run.objects.get(pk=run_id).checkpoint_step or 0) >= 2, 240, "a checkpoint")
+    killed_at = Run.objects.get(pk=run_id).step
     os.killpg(worker.process.pid, signal.SIGKILL)
     worker.process.wait(10)
     killed = time.monotonic()
@@ -95,19 +106,28 @@ def test_dead_worker_without_redelivery_is_marked_interrupted_then_resumed(api, 
         return api.get(f"/api/runs/{run_id}/").json()["status"] == "interrupted"
 
     wait_for(interrupted, 60, "the run to be marked interrupted")
-    assert time.monotonic() - killed <= 60
+    detected = time.monotonic() - killed
+    assert detected <= 60
     offset = len(worker.log_text())
     worker.restart(lambda: worker_ready(worker, offset))
     assert api.post(f"/api/runs/{run_id}/resume/").status_code == 200
+    resumed = seconds_until_progress(run_id, Run.objects.get(pk=run_id).step)
     run = wait_status(run_id, ("succeeded", "failed"), 300, worker)
+    chaos_row(
+        fault="whole worker SIGKILL (no redelivery)", when=f"step {killed_at} of 16",
+        outcome=f"interrupted after {detected:.0f} s by beat's sweep, resumed by hand: {run.status}",
+        recover_seconds=resumed, run_id=run_id, max_steps=16, per_step=4,
+        note="recovery counted from the resume; the sweep runs every 30 s",
+    )
     assert run.status == "succeeded", run.error
     assert metric_steps(run_id, "reward") == list(range(1, 17))
     assert _rollout_steps(run_id) == list(range(1, 17))
     assert _events(run_id).count("interrupted") == 1
 
 
-def test_redis_outage_delays_the_dashboard_but_the_run_completes(api, echo_url, worker):
-    """Redis (the test run's own) stopped for about 10 s in the middle of a run."""
+@pytest.mark.chaos
+def test_redis_outage_delays_the_dashboard_but_the_run_completes(api, echo_url, worker, chaos_row):
+    """Redis (the test run's own) stopped for 15 s in the middle of a run."""
     port = owned_redis_port()
     if port is None:
         pytest.skip(
@@ -119,11 +139,17 @@ def test_redis_outage_delays_the_dashboard_but_the_run_completes(api, echo_url, 
     stop_redis(port)
     try:
         down_at_step = Run.objects.get(pk=run_id).step
-        time.sleep(10)
+        time.sleep(15)
         during = Run.objects.get(pk=run_id).step
     finally:
         start_redis(port)
+    recovered = seconds_until_progress(run_id, Run.objects.get(pk=run_id).step)
     run = wait_status(run_id, ("succeeded", "failed"), 300, worker)
+    chaos_row(
+        fault="Redis stopped 15 s", when=f"step {down_at_step} of 14",
+        outcome=f"{run.status}; trained on through it (step {down_at_step} -> {during} while down)",
+        recover_seconds=recovered, run_id=run_id, max_steps=14, per_step=4,
+    )
     assert run.status == "succeeded", run.error
     assert during > down_at_step, "training went on while Redis was down"
     assert metric_steps(run_id, "reward") == list(range(1, 15))
