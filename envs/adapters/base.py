@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
-from envs.adapters import outage, toolstats
+from envs.adapters import activity, outage, toolstats
 from envs.adapters.loop import LoopClient
 from envs.adapters.tool_metrics import TRANSPORT_ERROR, safe_tool_name
 
@@ -100,6 +100,11 @@ def _note_reset_fingerprint(owner: Any, observation: Any = None, *, known: bool 
         state["_reset_fingerprint"] = None
 
 
+def _env_name(owner: Any) -> str:
+    """The environment a tool call goes to, by its catalog name where the worker bound one."""
+    return str(getattr(owner, "catalog_name", "") or getattr(owner, "env_name", "") or "")
+
+
 def _clipping(func: Callable[..., Any]) -> Callable[..., Any]:
     # Every tool call passes here: counted per tool (envs/adapters/toolstats.py), reset is not a tool.
     counted = safe_tool_name(func.__name__) if func.__name__ != "reset" else None
@@ -112,6 +117,10 @@ def _clipping(func: Callable[..., Any]) -> Callable[..., Any]:
             _count_episode_call(owner, None, failed=False)
             _note_episode_seed(owner, kwargs.get("seed"))
             _note_reset_fingerprint(owner, known=False)
+        # What a stalled run is stuck in (envs/adapters/activity.py): this call, until it returns.
+        doing = activity.ACTIVITY.enter(
+            activity.TOOL_CALL if counted is not None else activity.RESET, _env_name(owner), counted or ""
+        )
         try:
             result = func(*args, **kwargs)
         except Exception as exc:
@@ -121,6 +130,8 @@ def _clipping(func: Callable[..., Any]) -> Callable[..., Any]:
             if len(str(exc)) <= _limit("ENVLAB_MAX_TOOL_TEXT", DEFAULT_MAX_TOOL_TEXT):
                 raise
             raise _clipped_error(exc) from None  # TRL hands str(exc) to the model
+        finally:
+            activity.ACTIVITY.leave(doing)
         if counted is not None:
             toolstats.record(counted, time.perf_counter() - started, None)
             _count_episode_call(owner, counted, failed=False)

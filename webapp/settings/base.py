@@ -329,3 +329,6 @@ ENVLAB_TELEMETRY_MAX_PENDING = env_int("ENVLAB_TELEMETRY_MAX_PENDING", 5000)
 # backoff, its episodes lost meanwhile stored unscored); past it the run stops, interrupted
 # and resumable (envs/adapters/outage.py).
 ENVLAB_ENV_OUTAGE_SECONDS = env_float("ENVLAB_ENV_OUTAGE_SECONDS", 300.0)
+# A running run whose step counter has not moved for this long while its heartbeat is alive
+# gets a `stalled` alert naming what it is doing (worker/training/stall.py); 0 turns it off.
+ENVLAB_STALL_SECONDS = env_float("ENVLAB_STALL_SECONDS", 900.0)

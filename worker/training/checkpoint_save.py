@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from envs.adapters.activity import ACTIVITY, CHECKPOINT_SAVE
 from webapp.runs.checkpoints import (
     CHECKPOINT_MARKER,
     STAGING_PREFIX,
@@ -112,6 +113,11 @@ class AtomicCheckpoints:
         return super()._get_output_dir(trial)  # type: ignore[misc]
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        # What a stalled run is stuck in (worker/training/stall.py), until the save ends.
+        with ACTIVITY.doing(CHECKPOINT_SAVE):
+            self._envlab_save_checkpoint(model, trial)
+
+    def _envlab_save_checkpoint(self, model: Any, trial: Any) -> None:
         trainer: Any = self
         root = Path(super()._get_output_dir(trial))  # type: ignore[misc]
         step = int(trainer.state.global_step)

@@ -23,6 +23,7 @@ from transformers.trainer_callback import PrinterCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from envs.adapters import outage, toolstats  # noqa: E402
+from envs.adapters.activity import ACTIVITY, GENERATION, STARTING, TRAINING_STEP  # noqa: E402
 from envs.adapters.router import router_class  # noqa: E402
 from envs.netguard import check_outbound_url  # noqa: E402
 from webapp.catalog.adapters import environment_adapter  # noqa: E402
@@ -63,6 +64,7 @@ from worker.training.lifecycle import (  # noqa: E402
 )
 from worker.training.perf import PerfMeter, completion_tokens, perf_metrics  # noqa: E402
 from worker.training.rewards import compile_rewards, scored_episode  # noqa: E402
+from worker.training.stall import StallWatch  # noqa: E402
 from worker.training.telemetry import TelemetrySink  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -87,7 +89,9 @@ class CapturingGRPOTrainer(AtomicCheckpoints, GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         started = time.perf_counter()
-        output = super()._generate_and_score_completions(inputs)
+        # What a stalled run is stuck in; a tool call inside names itself (envs/adapters/base.py).
+        with ACTIVITY.doing(GENERATION):
+            output = super()._generate_and_score_completions(inputs)
         perf = self.envlab_perf
         if perf is not None:
             try:
@@ -315,6 +319,10 @@ class TelemetryCallback(TrainerCallback):
             control.should_save = True
             control.should_training_stop = True
 
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        # The step's generation, tool calls and saves record themselves inside it.
+        ACTIVITY.enter(TRAINING_STEP)
+
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         reason = None
         sink = self.sink
@@ -527,9 +535,12 @@ def grpo_phase(
     with several, the task that launched them did, at `vllm_url`). Only the first process
     records anything: telemetry, the lease, alerts and the run's end; all stop at the same step."""
     lead = group is None or group.lead
+    ACTIVITY.enter(STARTING)  # this process's record: an earlier run's last phase is not this one's
     sink = TelemetrySink(
         run_id=run.pk, lease_owner=lease_owner, heartbeat_seconds=settings.ENVLAB_HEARTBEAT_SECONDS,
         max_pending=settings.ENVLAB_TELEMETRY_MAX_PENDING, outage_seconds=settings.ENVLAB_TELEMETRY_OUTAGE_SECONDS,
+        # Stuck, not dead: the first process's own record (the others' show as it waiting for them).
+        stall=StallWatch(limit_seconds=settings.ENVLAB_STALL_SECONDS, doing=lambda: ACTIVITY.now),
     ) if lead else None
     if sink is not None:
         sink.step_done(start_step)

@@ -6,7 +6,9 @@ not the run: failed writes are retried with the events kept in order, failed
 announcements are dropped (clients catch up over REST). A second thread renews the run's
 lease and reads the cancel flag, each beat one UPDATE on its own connection, so a telemetry
 batch that keeps failing or waits on a lock cannot starve the heartbeat; the training step
-never touches the database.
+never touches the database. Each beat also asks the stall watch (worker/training/stall.py), if
+the run has one, whether the step counter has stood still too long: the heartbeat thread keeps
+going while the training thread is stuck.
 
 Memory is bounded: at most `max_pending` events (a rollout counts one) wait to be written.
 When that many wait, the training thread pauses in `record` until the flusher catches up.
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webapp.runs.telemetry.metric_keys import WALL_TIME_KEY
+from worker.training.stall import StallWatch
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +78,7 @@ class TelemetrySink:
         max_pending: int = 5000,
         outage_seconds: float = 600.0,
         chunk_events: int = 500,
+        stall: StallWatch | None = None,
     ) -> None:
         self.run_id = run_id
         self.lease_owner = lease_owner
@@ -84,6 +88,7 @@ class TelemetrySink:
         self.max_pending = max(1, max_pending)
         self.outage_seconds = outage_seconds
         self.chunk_events = max(1, chunk_events)
+        self.stall = stall
         self.cancel_requested = threading.Event()
         self.lease_lost = threading.Event()
         self.failed = threading.Event()
@@ -153,13 +158,13 @@ class TelemetrySink:
             self._fail_outage()
         return self.failure if self.failed.is_set() else ""
 
-    def _put(self, kind: str, item: Any) -> None:
+    def _put(self, kind: str, item: Any, *, wait: bool = True) -> None:
         weight = _weight(kind, item)
         if self.lease_lost.is_set() or (weight and self.failed.is_set()):
             self.stats["dropped_events"] += weight  # the run is stopping: nothing more is written
             return
         with self._room:
-            if weight and self._count >= self.max_pending:
+            if weight and wait and self._count >= self.max_pending:
                 self._wait_for_room()
                 if self.lease_lost.is_set() or self.failed.is_set():
                     self.stats["dropped_events"] += weight
@@ -220,6 +225,10 @@ class TelemetrySink:
 
     def close(self, timeout: float = 30.0) -> bool:
         """Stop after writing everything queued; returns False if it could not in time."""
+        if self.stall is not None:  # a stall still shown ends with training
+            cleared = self.stall.ended(self.step)
+            if cleared is not None:
+                self._put("alert", cleared, wait=False)
         self._stop.set()
         self._wake.set()
         with self._room:
@@ -283,10 +292,24 @@ class TelemetrySink:
         try:
             while not self.lease_lost.is_set():
                 ok = self._beat()
+                self._watch_stall()
                 if self._stop.wait(self.heartbeat_seconds if ok else min(1.0, self.heartbeat_seconds)):
                     return
         finally:
             _drop_connection()
+
+    def _watch_stall(self) -> None:
+        if self.stall is None:
+            return
+        try:
+            alert = self.stall.observe(self.step)
+        except Exception:  # the watch must never stop the heartbeat
+            log.exception("run %s: stall check failed", self.run_id)
+            return
+        if alert is not None:
+            (log.warning if alert["active"] else log.info)("run %s: %s", self.run_id, alert["message"])
+            # Never waits for room: the heartbeat must go on renewing the lease.
+            self._put("alert", alert, wait=False)
 
     def _beat(self) -> bool:
         """Renew the lease and read the cancel flag: one UPDATE of its own, whatever state

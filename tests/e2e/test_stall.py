@@ -1,0 +1,101 @@
+"""Stuck, not dead (issue 23 item 6): a tool call that hangs on its environment server while the
+worker's heartbeat stays alive. Past ENVLAB_STALL_SECONDS the run shows a `stalled` alert naming
+the call; a cancel takes effect once the call returns, and the alert clears with the step that
+ends. The real stack: a worker process, Redis, the database, a uvicorn environment server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.helpers import register_echo, run_config, wait_for, wait_status
+from tests.support.env_process import EnvServerProcess
+from tests.support.processes import Service, start_worker, worker_ready
+from webapp.runs.models import Run, RunEvent
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+STALL_LIMIT_S = 5  # the worker's ENVLAB_STALL_SECONDS
+HANG_S = 25  # how long the armed tool call hangs: past the limit, under openenv's 60 s message timeout
+TOOL_CALL = "a tool call to environment 'echo' (tool echo)"
+
+
+@pytest.fixture
+def stall_worker(worker) -> Iterator[Service]:
+    """The session's worker, stopped for one started with a short ENVLAB_STALL_SECONDS (it is read
+    at start), and started again afterwards: two workers would race for the run."""
+    os.killpg(worker.process.pid, signal.SIGTERM)
+    worker.process.wait(30)
+    service = start_worker("stallworker", ENVLAB_STALL_SECONDS=str(STALL_LIMIT_S))
+    try:
+        yield service
+    finally:
+        service.stop()
+        offset = len(worker.log_text())
+        worker.restart(lambda: worker_ready(worker, offset))
+
+
+def _stall_alerts(run_id: int) -> list[tuple[bool, int, str]]:
+    return [
+        (bool(e.data["active"]), int(e.data["step"]), e.message)
+        for e in RunEvent.objects.filter(run_id=run_id, kind="alert", data__alert="stalled").order_by("id")
+    ]
+
+
+def test_a_hanging_tool_call_raises_stalled_naming_it_and_a_cancel_ends_the_run_when_it_returns(
+    api, client, owner, stall_worker, tmp_path
+):
+    server = EnvServerProcess(
+        "tests.support.stalling_echo:app", env={"STALL_DIR": str(tmp_path), "STALL_SECONDS": str(HANG_S)}
+    ).start()
+    try:
+        env_id = register_echo(api, server.url)
+        run_id = api.post("/api/runs/", run_config(env_id, max_steps=30, save_steps=50), format="json").json()["id"]
+        wait_for(lambda: Run.objects.get(pk=run_id).step >= 2, 240, "two steps")
+        # Loading the model may itself have looked like a stall on a slow machine: only what
+        # follows the hang counts.
+        before = len(_stall_alerts(run_id))
+        (tmp_path / "arm").write_text("")
+        wait_for(lambda: (tmp_path / "stalled").exists(), 60, "the tool call to hang", interval=0.02)
+        hung = time.monotonic()
+        stuck_at = Run.objects.get(pk=run_id).step
+
+        def shown() -> dict | None:
+            alerts = api.get(f"/api/runs/{run_id}/").json()["alerts"]
+            return next((a for a in alerts if a["kind"] == "stalled" and a["active"]), None)
+
+        alert = wait_for(shown, STALL_LIMIT_S + 15, "the stalled alert over REST")
+        seen_after = time.monotonic() - hung
+        run = Run.objects.get(pk=run_id)
+        assert (run.status, run.step) == ("running", stuck_at)  # stuck, not dead: the lease is alive
+        client.force_login(owner)
+        page = client.get(f"/runs/{run_id}/").content.decode()
+
+        asked = time.monotonic()
+        assert api.post(f"/api/runs/{run_id}/cancel/").status_code == 200
+        run = wait_status(run_id, ("cancelled", "failed", "succeeded", "interrupted"), HANG_S + 60, stall_worker)
+        took = time.monotonic() - asked
+    finally:
+        server.stop()
+
+    assert alert["step"] == stuck_at + 1
+    assert alert["message"].startswith(f"stalled for {STALL_LIMIT_S} s in {TOOL_CALL}, in it for ")
+    assert f"step {stuck_at + 1} has not ended (ENVLAB_STALL_SECONDS is {STALL_LIMIT_S})" in alert["message"]
+    assert seen_after < HANG_S  # while the call still hung
+    # The run page shows it in its alert banner (the template escapes the quotes).
+    assert '<li class="run-alert" data-kind="stalled"><strong>stalled</strong>' in page
+    assert "a tool call to environment &#x27;echo&#x27; (tool echo)" in page
+
+    # The call returned, its step ended, and the cancel was honoured there.
+    assert (run.status, run.error, run.failure, run.step) == ("cancelled", "", "", stuck_at + 1)
+    assert took < HANG_S + 30, took
+    after = _stall_alerts(run_id)[before:]
+    assert [(active, step) for active, step, _ in after] == [(True, stuck_at + 1), (False, stuck_at + 1)]
+    assert TOOL_CALL in after[0][2]
+    assert after[1][2].startswith(f"training moved again: step {stuck_at + 1} ended after ")
+    assert not any(a["active"] for a in api.get(f"/api/runs/{run_id}/").json()["alerts"])
+    print(f"\nhung tool call: stalled alert shown {seen_after:.1f} s after the hang began, cancelled {took:.1f} s after the request")
