@@ -46,8 +46,9 @@ def _stall_alerts(run_id: int) -> list[tuple[bool, int, str]]:
     ]
 
 
+@pytest.mark.chaos
 def test_a_hanging_tool_call_raises_stalled_naming_it_and_a_cancel_ends_the_run_when_it_returns(
-    api, client, owner, stall_worker, tmp_path
+    api, client, owner, stall_worker, tmp_path, chaos_row
 ):
     server = EnvServerProcess(
         "tests.support.stalling_echo:app", env={"STALL_DIR": str(tmp_path), "STALL_SECONDS": str(HANG_S)}
@@ -82,6 +83,13 @@ def test_a_hanging_tool_call_raises_stalled_naming_it_and_a_cancel_ends_the_run_
     finally:
         server.stop()
 
+    chaos_row(
+        fault=f"environment stalls: a tool call hangs {HANG_S} s", when=f"step {stuck_at + 1} of 30",
+        outcome=f"'stalled' alert naming the call after {seen_after:.0f} s (limit {STALL_LIMIT_S} s), lease kept; "
+        f"cancelled by the test: {run.status} at step {run.step}",
+        recover_seconds=round(took, 1), run_id=run_id, max_steps=run.step, per_step=4,
+        note="recovery: cancel request to the run ended (the cancel waits for the hung call to return)",
+    )
     assert alert["step"] == stuck_at + 1
     assert alert["message"].startswith(f"stalled for {STALL_LIMIT_S} s in {TOOL_CALL}, in it for ")
     assert f"step {stuck_at + 1} has not ended (ENVLAB_STALL_SECONDS is {STALL_LIMIT_S})" in alert["message"]
