@@ -66,6 +66,7 @@ from worker.training.perf import PerfMeter, completion_tokens, perf_metrics  # n
 from worker.training.rewards import compile_rewards, scored_episode  # noqa: E402
 from worker.training.stall import StallWatch  # noqa: E402
 from worker.training.telemetry import TelemetrySink  # noqa: E402
+from worker.training.vllm_guard import guard_vllm_client, trust_vllm_origin  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -452,6 +453,11 @@ def build_trainer(
     if config.generation.vllm_server_base_url:
         # Checked at launch, and again where it is used: the name may resolve elsewhere now.
         check_outbound_url(config.generation.vllm_server_base_url, name="vllm_server_base_url")
+    if config.generation.vllm_server_base_url or vllm_server_base_url:
+        # TRL's client, connection by connection (worker/training/vllm_guard.py).
+        if vllm_server_base_url:
+            trust_vllm_origin(vllm_server_base_url)
+        guard_vllm_client()
     # The one schema's fields by name, plus the lab's constants (worker/training/grpo_args.py).
     args = GRPOConfig(
         **grpo_config_kwargs(
