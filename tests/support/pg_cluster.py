@@ -50,7 +50,7 @@ class PgCluster:
 
     @staticmethod
     def available() -> str:
-        """"" when a cluster can be made here, else why not."""
+        """The empty string when a cluster can be made here, else why not."""
         if _tool("initdb") is None or _tool("pg_ctl") is None:
             return "initdb/pg_ctl not found (PostgreSQL server binaries are not installed)"
         if os.geteuid() == 0:
@@ -75,7 +75,9 @@ class PgCluster:
     def _run(self, args: list[str], timeout: float = 60) -> None:
         done = subprocess.run(self._as_owner(args), capture_output=True, text=True, timeout=timeout)
         if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(args)} exited {done.returncode}: {done.stdout}{done.stderr}")
+            raise RuntimeError(
+                f"{' '.join(args)} exited {done.returncode}: {done.stdout}{done.stderr}"
+            )
 
     def start(self, timeout: float = 30) -> PgCluster:
         if not self._initialised:
@@ -83,21 +85,50 @@ class PgCluster:
                 shutil.chown(self.root, user="postgres", group="postgres")
             initdb = _tool("initdb")
             assert initdb is not None
-            self._run([initdb, "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"])
+            self._run(
+                [
+                    initdb,
+                    "-D",
+                    str(self.data),
+                    "-U",
+                    "postgres",
+                    "-A",
+                    "trust",
+                    "-E",
+                    "UTF8",
+                    "--no-sync",
+                ]
+            )
             self._initialised = True
         pg_ctl = _tool("pg_ctl")
         assert pg_ctl is not None
         options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c fsync=off"
-        self._run([pg_ctl, "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", str(int(timeout)),
-                   "start"], timeout=timeout + 10)
+        self._run(
+            [
+                pg_ctl,
+                "-D",
+                str(self.data),
+                "-l",
+                str(self.log),
+                "-o",
+                options,
+                "-w",
+                "-t",
+                str(int(timeout)),
+                "start",
+            ],
+            timeout=timeout + 10,
+        )
         return self
 
     def stop(self, timeout: float = 30) -> None:
         """Stop the server ("fast": open connections are cut, as in an outage)."""
         pg_ctl = _tool("pg_ctl")
         assert pg_ctl is not None
-        self._run([pg_ctl, "-D", str(self.data), "-m", "fast", "-w", "-t", str(int(timeout)), "stop"],
-                  timeout=timeout + 10)
+        self._run(
+            [pg_ctl, "-D", str(self.data), "-m", "fast", "-w", "-t", str(int(timeout)), "stop"],
+            timeout=timeout + 10,
+        )
         deadline = time.monotonic() + timeout
         while _listening(self.port):
             if time.monotonic() > deadline:
@@ -109,7 +140,19 @@ class PgCluster:
 
     def create_database(self, name: str) -> str:
         psql = _tool("psql") or "psql"
-        self._run([psql, "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-c", f'CREATE DATABASE "{name}"'])
+        self._run(
+            [
+                psql,
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                "-c",
+                f'CREATE DATABASE "{name}"',
+            ]
+        )
         return self.database_url(name)
 
     def destroy(self) -> None:
@@ -131,10 +174,22 @@ def prepare_database(url: str) -> None:
     env = service_env(DATABASE_URL=url)
     for args in (
         ["migrate", "--noinput", "-v", "0"],
-        ["shell", "-c", "from django.contrib.auth import get_user_model; "
-                        "get_user_model().objects.create_user('owner', password='owner-pass')"],
+        [
+            "shell",
+            "-c",
+            "from django.contrib.auth import get_user_model; "
+            "get_user_model().objects.create_user('owner', password='owner-pass')",
+        ],
     ):
-        done = subprocess.run([sys.executable, "manage.py", *args], cwd=REPO_ROOT, env=env,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if done.returncode != 0:
-            raise RuntimeError(f"manage.py {args[0]} exited {done.returncode}: {done.stdout}{done.stderr}")
+            raise RuntimeError(
+                f"manage.py {args[0]} exited {done.returncode}: {done.stdout}{done.stderr}"
+            )

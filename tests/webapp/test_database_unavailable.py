@@ -45,7 +45,11 @@ def _signed_in(site: str) -> requests.Session:
     browser.get(f"{site}/login/", timeout=10)
     answer = browser.post(
         f"{site}/login/",
-        data={"username": "owner", "password": "owner-pass", "csrfmiddlewaretoken": browser.cookies["csrftoken"]},
+        data={
+            "username": "owner",
+            "password": "owner-pass",
+            "csrfmiddlewaretoken": browser.cookies["csrftoken"],
+        },
         headers={"Referer": f"{site}/login/"},
         timeout=10,
     )
@@ -71,13 +75,19 @@ def test_pages_and_the_api_answer_503_while_the_database_is_stopped_and_recover(
         cluster.start()
 
     assert (page.status_code, page.headers["Retry-After"], page.headers["Content-Type"]) == (
-        503, "10", "text/html; charset=utf-8"
+        503,
+        "10",
+        "text/html; charset=utf-8",
     )
     assert UNREACHABLE in page.text
     for leak in ("Traceback", "OperationalError", "psycopg", "connection refused", "127.0.0.1"):
         assert leak not in page.text
     for answer in (api, api_by_session):
-        assert (answer.status_code, answer.headers["Retry-After"], answer.json()) == (503, "10", {"detail": DETAIL})
+        assert (answer.status_code, answer.headers["Retry-After"], answer.json()) == (
+            503,
+            "10",
+            {"detail": DETAIL},
+        )
 
     # Back: the same session and token work again, nothing to restart.
     assert browser.get(f"{site}/", timeout=10).status_code == 200
@@ -86,10 +96,17 @@ def test_pages_and_the_api_answer_503_while_the_database_is_stopped_and_recover(
 
 def _refused_connection_error(cluster: PgCluster) -> Exception:
     """The error Django raises when it opens a connection to the stopped cluster."""
-    handler = ConnectionHandler({
-        "default": {"ENGINE": "django.db.backends.postgresql", "NAME": "postgres", "USER": "postgres",
-                    "HOST": "127.0.0.1", "PORT": str(cluster.port)},
-    })
+    handler = ConnectionHandler(
+        {
+            "default": {
+                "ENGINE": "django.db.backends.postgresql",
+                "NAME": "postgres",
+                "USER": "postgres",
+                "HOST": "127.0.0.1",
+                "PORT": str(cluster.port),
+            },
+        }
+    )
     try:
         handler["default"].ensure_connection()
     except Exception as exc:
@@ -109,7 +126,9 @@ def test_a_database_error_raised_below_in_a_middleware_becomes_the_503_not_the_d
 
     cluster.stop()
     try:
-        with django_db_blocker.unblock():  # a connection of its own to the owned cluster, not the test database
+        with (
+            django_db_blocker.unblock()
+        ):  # a connection of its own to the owned cluster, not the test database
             error = _refused_connection_error(cluster)
     finally:
         cluster.start()
@@ -139,8 +158,13 @@ def test_other_server_errors_stay_500():
         raise OperationalError("no such table: runs_run")
 
     for view in (broken, missing_table):
-        answer = DatabaseUnavailableMiddleware(convert_exception_to_response(view))(RequestFactory().get("/runs/"))
+        answer = DatabaseUnavailableMiddleware(convert_exception_to_response(view))(
+            RequestFactory().get("/runs/")
+        )
         assert answer.status_code == 500
-    assert DatabaseUnavailableMiddleware(lambda r: HttpResponse("ok")).process_exception(
-        RequestFactory().get("/"), ValueError("x")
-    ) is None
+    assert (
+        DatabaseUnavailableMiddleware(lambda r: HttpResponse("ok")).process_exception(
+            RequestFactory().get("/"), ValueError("x")
+        )
+        is None
+    )

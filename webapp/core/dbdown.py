@@ -43,7 +43,9 @@ def database_outage(exc: BaseException | None) -> bool:
         if isinstance(exc, InterfaceError):
             return True
         if isinstance(exc, OperationalError):
-            return not str(exc).startswith(SQLITE_SCHEMA_ERRORS) and " has no column " not in str(exc)
+            return not str(exc).startswith(SQLITE_SCHEMA_ERRORS) and " has no column " not in str(
+                exc
+            )
         exc = exc.__cause__
         seen += 1
     return False
