@@ -119,11 +119,11 @@ def run_job(self: Any, job_id: int) -> str:
 @shared_task(name="worker.tasks.sweep_stale_runs", ignore_result=True)
 def sweep_stale_runs() -> int:
     _setup_django()
-    from webapp.evaluations.services import evaluation_mark_stale_failed
-    from webapp.jobs.services import jobs_mark_stale_failed
     from django.conf import settings
 
     from webapp.core.leases import heartbeats_are_evidence, sweep_watch
+    from webapp.evaluations.services import evaluation_mark_stale_failed
+    from webapp.jobs.services import jobs_mark_stale_failed
     from webapp.runs.services import run_mark_stale_interrupted
 
     # Heartbeats that went stale while the database was away (this sweep could not run either)
