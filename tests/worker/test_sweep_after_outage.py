@@ -22,7 +22,9 @@ pytestmark = pytest.mark.django_db
 def _running(owner, lease: str, heartbeat_age: float) -> Run:
     run = RunFactory(owner=owner, name=lease, max_steps=10)
     run_claim(run_id=run.pk, lease_owner=lease, worker_name="w")
-    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=heartbeat_age))
+    Run.objects.filter(pk=run.pk).update(
+        heartbeat_at=timezone.now() - timedelta(seconds=heartbeat_age)
+    )
     return run
 
 
@@ -30,7 +32,10 @@ def _watch(*, since_age: float, seen_age: float) -> None:
     now = timezone.now()
     SweepWatch.objects.update_or_create(
         name="sweep_stale_runs",
-        defaults={"since": now - timedelta(seconds=since_age), "seen_at": now - timedelta(seconds=seen_age)},
+        defaults={
+            "since": now - timedelta(seconds=since_age),
+            "seen_at": now - timedelta(seconds=seen_age),
+        },
     )
 
 
@@ -42,7 +47,10 @@ def test_the_first_sweeps_after_an_outage_trust_no_stale_heartbeat(owner, settin
     dead = _running(owner, "dead", heartbeat_age=41)
 
     assert sweep_stale_runs() == 0
-    assert list(Run.objects.order_by("pk").values_list("status", flat=True)) == ["running", "running"]
+    assert list(Run.objects.order_by("pk").values_list("status", flat=True)) == [
+        "running",
+        "running",
+    ]
     watch = SweepWatch.objects.get()
     assert timezone.now() - watch.since < timedelta(seconds=5)
 
