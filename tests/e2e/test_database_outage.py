@@ -1,0 +1,187 @@
+"""PostgreSQL stopped mid-run (issue 23 item 5), on a cluster of the test's own
+(tests/support/pg_cluster.py) under a real web server and Celery worker: training goes on,
+telemetry waits in the worker's bounded buffer and is stored once the database is back,
+with no step missing or stored twice; kept away past ENVLAB_TELEMETRY_OUTAGE_SECONDS the run
+ends interrupted with the reason, and resume finishes it. The test process reaches the lab
+only over HTTP and reads the owned database with psycopg."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+import requests
+
+from tests.e2e.helpers import run_config, wait_for
+from tests.envs.servers import free_port
+from tests.support.pg_cluster import PgCluster, prepare_database
+from tests.support.processes import Service, start_web, start_worker
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+OUTAGE_SECONDS = 30.0
+
+
+class Lab:
+    def __init__(self, cluster: PgCluster, url: str, site: str) -> None:
+        self.cluster, self.url, self.site = cluster, url, site
+        token = requests.post(
+            f"{site}/api/auth/token/",
+            json={"username": "owner", "password": "owner-pass"},
+            timeout=10,
+        ).json()["token"]
+        self.headers = {"Authorization": f"Token {token}"}
+
+    def post(self, path: str, body: dict[str, Any] | None = None) -> requests.Response:
+        return requests.post(
+            f"{self.site}{path}", json=body or {}, headers=self.headers, timeout=30
+        )
+
+    def run(self, run_id: int) -> dict[str, Any] | None:
+        """The run as the API shows it; None while the web answers 503 (the database away)."""
+        answer = requests.get(f"{self.site}/api/runs/{run_id}/", headers=self.headers, timeout=30)
+        return None if answer.status_code == 503 else answer.json()
+
+    def wait_status(
+        self, run_id: int, statuses: tuple[str, ...], timeout: float, worker: Service
+    ) -> dict:
+        try:
+            return wait_for(
+                lambda: (run := self.run(run_id)) is not None and run["status"] in statuses and run,
+                timeout,
+                f"run {run_id} to reach {statuses}",
+                interval=0.5,
+            )
+        except AssertionError:
+            raise AssertionError(f"{self.run(run_id)}\n{worker.log_text()[-6000:]}") from None
+
+    def rows(self, sql: str, *args: Any) -> list[tuple]:
+        with psycopg.connect(self.url) as conn:
+            return conn.execute(sql, args).fetchall()
+
+
+@pytest.fixture(scope="module")
+def lab(echo_url) -> Iterator[Lab]:
+    if reason := PgCluster.available():
+        pytest.skip(f"no PostgreSQL cluster of the test's own: {reason}")
+    cluster = PgCluster().start()
+    web = None
+    try:
+        url = cluster.create_database("lab")
+        prepare_database(url)
+        port = free_port()
+        web = start_web(port, name="web-db-outage", DATABASE_URL=url)
+        lab = Lab(cluster, url, f"http://127.0.0.1:{port}")
+        answer = lab.post(
+            "/api/environments/", {"name": "echo", "base_url": echo_url, "capacity": 64}
+        )
+        assert answer.status_code == 201, answer.text
+        lab.env_id = int(answer.json()["id"])  # type: ignore[attr-defined]
+        yield lab
+    finally:
+        if web is not None:
+            web.stop()
+        cluster.destroy()
+
+
+def _metric_steps(lab: Lab, run_id: int, key: str) -> list[int]:
+    return [
+        s
+        for (s,) in lab.rows(
+            "SELECT step FROM runs_metricpoint WHERE run_id = %s AND key = %s ORDER BY step",
+            run_id,
+            key,
+        )
+    ]
+
+
+def _assert_stored_once(lab: Lab, run_id: int, steps: int) -> None:
+    assert _metric_steps(lab, run_id, "loss") == list(range(1, steps + 1))
+    rollouts = lab.rows("SELECT seq, step FROM runs_rollout WHERE run_id = %s ORDER BY seq", run_id)
+    seqs = [seq for seq, _ in rollouts]
+    assert len(seqs) == len(set(seqs)) == steps * 4
+    per_step = [step for _, step in rollouts]
+    assert per_step == sorted(per_step)  # stored in training order
+    assert {step: per_step.count(step) for step in set(per_step)} == dict.fromkeys(
+        range(1, steps + 1), 4
+    )
+    # Rollouts are numbered in one sequence with the run's metrics and events: contiguous
+    # among themselves means no other record of the run took a number between two of a step.
+    [(last_seq,)] = lab.rows("SELECT last_seq FROM runs_run WHERE id = %s", run_id)
+    assert max(seqs) <= last_seq
+
+
+def test_postgres_stopped_30s_mid_run_training_goes_on_and_nothing_is_lost_or_doubled(
+    lab, demo_model
+):
+    worker = start_worker("worker-db-outage", DATABASE_URL=lab.url)
+    try:
+        run_id = lab.post("/api/runs/", run_config(lab.env_id, max_steps=160, save_steps=40)).json()[
+            "id"
+        ]
+        wait_for(lambda: (lab.run(run_id) or {}).get("step", 0) >= 3, 240, "three steps")
+        lab.cluster.stop()
+        stopped = time.time()
+        try:
+            time.sleep(OUTAGE_SECONDS)
+        finally:
+            lab.cluster.start()
+        started = time.time()
+        run = lab.wait_status(run_id, ("succeeded", "failed", "interrupted"), 600, worker)
+    finally:
+        worker.stop()
+
+    assert (run["status"], run["error"], run["attempts"]) == ("succeeded", "", 1)
+    _assert_stored_once(lab, run_id, 160)
+    # Trained while the database was away: steps whose wall time falls in the outage.
+    during = lab.rows(
+        "SELECT count(*) FROM runs_metricpoint WHERE run_id = %s AND key = '_wall_time' AND value BETWEEN %s AND %s",
+        run_id,
+        stopped,
+        started,
+    )[0][0]
+    [(stats,)] = lab.rows(
+        "SELECT data->'telemetry' FROM runs_runevent WHERE run_id = %s AND kind = 'succeeded'", run_id
+    )
+    print(f"outage {started - stopped:.1f} s: {during} steps trained meanwhile, 160 of 160 stored once; {stats}")
+    assert stats["dropped_events"] == 0 and stats["db_errors"] >= 1
+    assert during >= 2, "training went on while the database was away"
+    kinds = [
+        k
+        for (k,) in lab.rows("SELECT kind FROM runs_runevent WHERE run_id = %s ORDER BY id", run_id)
+    ]
+    assert "interrupted" not in kinds and kinds.count("succeeded") == 1
+
+
+def test_postgres_away_past_the_outage_limit_interrupts_the_run_and_resume_finishes(
+    lab, demo_model
+):
+    worker = start_worker(
+        "worker-db-outage-short", DATABASE_URL=lab.url, ENVLAB_TELEMETRY_OUTAGE_SECONDS="4"
+    )
+    try:
+        run_id = lab.post("/api/runs/", run_config(lab.env_id, max_steps=24, save_steps=2)).json()[
+            "id"
+        ]
+        wait_for(
+            lambda: ((lab.run(run_id) or {}).get("checkpoint_step") or 0) >= 2, 240, "a checkpoint"
+        )
+        lab.cluster.stop()
+        try:
+            time.sleep(12)  # past the 4 s limit, and a step or two for the worker to notice
+        finally:
+            lab.cluster.start()
+        run = lab.wait_status(run_id, ("interrupted", "failed", "succeeded"), 180, worker)
+        assert run["status"] == "interrupted", run
+        assert "ENVLAB_TELEMETRY_OUTAGE_SECONDS" in run["error"] and "Resume it" in run["error"]
+        assert (run["failure"], run["resumable"]) == ("", True)
+        print(f"interrupted at step {run['step']}: {run['error']}")
+        assert lab.post(f"/api/runs/{run_id}/resume/").status_code == 200
+        run = lab.wait_status(run_id, ("succeeded", "failed", "interrupted"), 600, worker)
+    finally:
+        worker.stop()
+    assert (run["status"], run["attempts"]) == ("succeeded", 2), run
+    _assert_stored_once(lab, run_id, 24)
