@@ -153,7 +153,7 @@ def test_postgres_stopped_30s_mid_run_training_goes_on_and_nothing_is_lost_or_do
     worker = start_worker("worker-db-outage", DATABASE_URL=lab.url)
     try:
         run_id = lab.post(
-            "/api/runs/", run_config(lab.env_id, max_steps=160, save_steps=40)
+            "/api/runs/", run_config(lab.env_id, max_steps=300, save_steps=100)
         ).json()["id"]
         wait_for(lambda: (lab.run(run_id) or {}).get("step", 0) >= 3, 240, "three steps")
         down_at = lab.run(run_id)["step"]
@@ -177,15 +177,15 @@ def test_postgres_stopped_30s_mid_run_training_goes_on_and_nothing_is_lost_or_do
         request,
         lab,
         run_id,
-        max_steps=160,
+        max_steps=300,
         fault="PostgreSQL stopped 30 s (fast shutdown)",
-        when=f"step {down_at} of 160",
+        when=f"step {down_at} of 300",
         outcome=f"{run['status']} (attempt {run['attempts']})",
         recover_seconds=recovered,
         note="training went on; the backlog was stored when it came back",
     )
     assert (run["status"], run["error"], run["attempts"]) == ("succeeded", "", 1)
-    _assert_stored_once(lab, run_id, 160)
+    _assert_stored_once(lab, run_id, 300)
     # Trained while the database was away: steps whose wall time falls in the outage.
     during = lab.rows(
         "SELECT count(*) FROM runs_metricpoint WHERE run_id = %s AND key = '_wall_time' AND value BETWEEN %s AND %s",
@@ -198,7 +198,7 @@ def test_postgres_stopped_30s_mid_run_training_goes_on_and_nothing_is_lost_or_do
         run_id,
     )
     print(
-        f"outage {started - stopped:.1f} s: {during} steps trained meanwhile, 160 of 160 stored once; {stats}"
+        f"outage {started - stopped:.1f} s: {during} steps trained meanwhile, 300 of 300 stored once; {stats}"
     )
     assert stats["dropped_events"] == 0 and stats["db_errors"] >= 1
     assert during >= 2, "training went on while the database was away"
@@ -217,7 +217,7 @@ def test_postgres_away_past_the_outage_limit_interrupts_the_run_and_resume_finis
         "worker-db-outage-short", DATABASE_URL=lab.url, ENVLAB_TELEMETRY_OUTAGE_SECONDS="4"
     )
     try:
-        run_id = lab.post("/api/runs/", run_config(lab.env_id, max_steps=24, save_steps=2)).json()[
+        run_id = lab.post("/api/runs/", run_config(lab.env_id, max_steps=80, save_steps=4)).json()[
             "id"
         ]
         wait_for(
@@ -243,12 +243,12 @@ def test_postgres_away_past_the_outage_limit_interrupts_the_run_and_resume_finis
         request,
         lab,
         run_id,
-        max_steps=24,
+        max_steps=80,
         fault="PostgreSQL stopped 12 s, ENVLAB_TELEMETRY_OUTAGE_SECONDS=4",
-        when=f"step {down_at} of 24",
+        when=f"step {down_at} of 80",
         outcome=f"interrupted at step {interrupted_at}, resumed: {run['status']}",
         recover_seconds=None,
         note="past the limit the run stops interrupted; resume trains what was not stored",
     )
     assert (run["status"], run["attempts"]) == ("succeeded", 2), run
-    _assert_stored_once(lab, run_id, 24)
+    _assert_stored_once(lab, run_id, 80)
