@@ -119,10 +119,19 @@ def run_job(self: Any, job_id: int) -> str:
 @shared_task(name="worker.tasks.sweep_stale_runs", ignore_result=True)
 def sweep_stale_runs() -> int:
     _setup_django()
+    from django.conf import settings
+
+    from webapp.core.leases import heartbeats_are_evidence, sweep_watch
     from webapp.evaluations.services import evaluation_mark_stale_failed
     from webapp.jobs.services import jobs_mark_stale_failed
     from webapp.runs.services import run_mark_stale_interrupted
 
+    # Heartbeats that went stale while the database was away (this sweep could not run either)
+    # say nothing of their workers: wait until they have had time to renew them.
+    watching = sweep_watch(name="sweep_stale_runs", period_seconds=settings.ENVLAB_SWEEP_SECONDS)
+    if not heartbeats_are_evidence(watching):
+        log.info("stale sweep: watching the database since %s; no heartbeat is trusted yet", watching)
+        return 0
     # Evaluations and jobs whose worker died, too: reads never write, this sweep is the one place.
     evaluation_mark_stale_failed()
     jobs_mark_stale_failed()

@@ -143,9 +143,9 @@ def worker_ready(service: Service, after: int = 0) -> bool:
     return " ready." in service.log_text()[after:]
 
 
-def start_web(port: int, **env: str) -> Service:
+def start_web(port: int, *, name: str = "web", **env: str) -> Service:
     service = Service(
-        "web",
+        name,
         [
             sys.executable,
             "-m",

@@ -12,8 +12,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Model, Q
 from django.utils import timezone
+
+from webapp.core.models import SweepWatch
 
 
 def new_lease_owner() -> str:
@@ -66,3 +69,30 @@ def claim_refused(row: Any, task_id: str = "") -> str:
             return "duplicate"
         return "busy"
     return "done"
+
+
+def sweep_watch(*, name: str, period_seconds: float) -> datetime:
+    """Record one sweep and return since when the sweeper has seen the database without a gap.
+
+    A sweep that cannot reach the database records nothing, so the first one after an outage
+    finds its previous sweep more than one and a half periods back and starts watching anew.
+    An outage between two sweeps that succeeded is shorter than one period. Row ends that rest
+    on heartbeats wait until the watch is `ENVLAB_INTERRUPT_SECONDS` old: until then a stale
+    heartbeat may only mean the worker could not reach the database either (its heartbeat
+    thread renews the lease within a second or two of the database's return)."""
+    now = timezone.now()
+    with transaction.atomic():
+        watch, created = SweepWatch.objects.select_for_update().get_or_create(
+            name=name, defaults={"since": now, "seen_at": now}
+        )
+        if not created:
+            if now - watch.seen_at > timedelta(seconds=1.5 * period_seconds):
+                watch.since = now
+            watch.seen_at = now
+            watch.save(update_fields=["since", "seen_at"])
+    return watch.since
+
+
+def heartbeats_are_evidence(watching_since: datetime) -> bool:
+    """Whether the sweeper has watched long enough for a stale heartbeat to mean a dead worker."""
+    return watching_since <= interrupt_before()

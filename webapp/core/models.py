@@ -41,3 +41,15 @@ class ClaimedWork(LeasedWork):
 
     class Meta(LeasedWork.Meta):
         abstract = True
+
+
+class SweepWatch(models.Model):
+    """How long a sweeper has seen the database without a gap (webapp.core.leases.sweep_watch):
+    a heartbeat that went stale while the database was away proves nothing about its worker."""
+
+    name = models.CharField(max_length=64, unique=True)
+    since = models.DateTimeField()  # the first sweep after the last gap
+    seen_at = models.DateTimeField()  # the latest sweep
+
+    def __str__(self) -> str:
+        return f"{self.name}: watching since {self.since:%Y-%m-%d %H:%M:%S}"

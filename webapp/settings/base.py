@@ -50,6 +50,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Above everything that may query the database: its outage answers 503, not a traceback.
+    "webapp.core.dbdown.DatabaseUnavailableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -255,6 +257,10 @@ MODELS_DIR = env_path("ENVLAB_MODELS_DIR", VAR_DIR / "models")
 ENVLAB_HEARTBEAT_SECONDS = env_float("ENVLAB_HEARTBEAT_SECONDS", 2.0)
 ENVLAB_STALE_SECONDS = env_float("ENVLAB_STALE_SECONDS", 20.0)
 ENVLAB_INTERRUPT_SECONDS = env_float("ENVLAB_INTERRUPT_SECONDS", 45.0)
+# How often beat sweeps stale runs, evaluations and jobs. Shorter than ENVLAB_INTERRUPT_SECONDS:
+# a sweep that finds its previous one more than 1.5 periods back knows the database (or beat)
+# was away, and waits ENVLAB_INTERRUPT_SECONDS before it trusts a stale heartbeat again.
+ENVLAB_SWEEP_SECONDS = env_float("ENVLAB_SWEEP_SECONDS", 30.0)
 # A run of several training processes (worker/training/distributed.py) that has not stopped at a step
 # end this long after a cancel is stopped by its worker.
 ENVLAB_CANCEL_GRACE_SECONDS = env_float("ENVLAB_CANCEL_GRACE_SECONDS", 300.0)
@@ -279,7 +285,7 @@ LOGGING = {
 # Run by `celery beat` (embedded with -B in the light worker that `make run` starts).
 CELERY_BEAT_SCHEDULE = {
     "recheck-environments": {"task": "worker.tasks.recheck_environments", "schedule": ENVLAB_RECHECK_SECONDS},
-    "sweep-stale-runs": {"task": "worker.tasks.sweep_stale_runs", "schedule": 30.0},
+    "sweep-stale-runs": {"task": "worker.tasks.sweep_stale_runs", "schedule": ENVLAB_SWEEP_SECONDS},
     # Re-sends queued runs that no worker claimed (a launch while Redis was down, a lost message).
     "requeue-unclaimed-runs": {"task": "worker.tasks.requeue_unclaimed_runs", "schedule": 60.0,
                                "options": {"expires": 60.0}},

@@ -1,12 +1,13 @@
 """Test settings: real Redis and database, fast password hashing, a var dir per run."""
 
 from webapp.accounts.crypto import fernet_key_from
-from webapp.settings.env import env_float, env_path, env_str
+from webapp.settings.env import env_bool, env_float, env_path, env_str
 
 from .base import *  # noqa: F403
 
 SECRET_KEY = "envlab-test-only"
-DEBUG = False
+# A test's own server may turn it on to see what a visitor would get with DEBUG on.
+DEBUG = env_bool("ENVLAB_TEST_DEBUG", False)
 # Real host names, so the WebSocket origin check is exercised.
 ALLOWED_HOSTS = ["localhost", "127.0.0.1", "testserver"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

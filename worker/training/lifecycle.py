@@ -14,6 +14,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+from django.db import close_old_connections
+
 from envs.adapters import outage
 from envs.adapters.base import ResetRefused
 from webapp.accounts.secrets import user_secret_value
@@ -58,10 +61,14 @@ def managed_vllm(run: Run, config: RunConfig, output_dir: Path, model_source: st
 
 
 def finish_run(**fields: Any) -> None:
-    """run_finish, retried for a minute: the database may be coming back from the outage
-    that stopped the run. If it stays away the heartbeat goes stale and the sweeper marks
-    the run interrupted."""
-    deadline = time.monotonic() + 60.0
+    """run_finish, retried while the database is away (the outage that stopped the run may
+    still last), for as long as telemetry waits for it (ENVLAB_TELEMETRY_OUTAGE_SECONDS, a
+    minute at least), every second at first, then every 5 s. The lease is still ours: the
+    sweep trusts no stale heartbeat until it has seen the database for ENVLAB_INTERRUPT_SECONDS
+    (webapp.core.leases.sweep_watch), and this retries sooner. If the database stays away
+    longer the heartbeat goes stale and the sweep marks the run interrupted (resumable)."""
+    deadline = time.monotonic() + max(60.0, settings.ENVLAB_TELEMETRY_OUTAGE_SECONDS)
+    pause = 1.0
     while True:
         try:
             run_finish(**fields)
@@ -71,7 +78,9 @@ def finish_run(**fields: Any) -> None:
                 log.exception("run %s: could not record its end (%s)", fields["run_id"], fields["status"])
                 return
             log.warning("run %s: recording its end failed; retrying", fields["run_id"], exc_info=True)
-            time.sleep(5.0)
+            close_old_connections()
+            time.sleep(pause)
+            pause = min(5.0, pause * 2)
 
 
 # The run-health alert an environment out of reach raises (cleared when it is back).

@@ -614,17 +614,36 @@ def grpo_phase(
             )
     finally:
         toolstats.COLLECTOR.stop()
-        if sink is not None and not sink.close(timeout=60):
+        written = sink is None or sink.close(timeout=_close_timeout())
+        if not written:
             log.error("run %s: telemetry not fully written before the end", run.pk)
     if callback.stop_reason == "lease_lost":
         return "lease_lost"
     if sink is None:
         return status
+    if not written and status in (Run.Status.SUCCEEDED, Run.Status.CANCELLED):
+        status, error = Run.Status.INTERRUPTED, _unwritten_error(sink)
     finish_run(
         run_id=run.pk, lease_owner=lease_owner, status=status, error=error, step=sink.step, failure=failure,
         data={"train_seconds": train_seconds, "telemetry": sink.stats, **({"processes": group.world} if group else {})},
     )
     return status
+
+
+def _close_timeout() -> float:
+    """How long the end of a phase waits for its telemetry: a database outage is waited
+    out up to ENVLAB_TELEMETRY_OUTAGE_SECONDS, as during training."""
+    return settings.ENVLAB_TELEMETRY_OUTAGE_SECONDS + 30.0
+
+
+def _unwritten_error(sink: TelemetrySink) -> str:
+    """A run that trained to its end (or was cancelled) with telemetry the database never
+    got is not done: stored steps would be missing. Interrupted, resume trains them again
+    from the last recorded checkpoint."""
+    return sink.failure or (
+        "the run's last metrics and rollouts could not be stored before it ended; "
+        "resume continues from its last recorded checkpoint."
+    )
 
 
 def _recorded_checkpoint(run_id: int) -> int | None:
@@ -704,10 +723,17 @@ def _warmup_phase(run: Run, config: RunConfig, lease_owner: str, warmup_dir: Pat
             status, error, failure = Run.Status.FAILED, error_message(exc), failure_class(exc)
             learn_capacity(exc, config=config, run_id=run.pk, step=None, phase="warmup")
     finally:
-        if not sink.close(timeout=60):
+        written = sink.close(timeout=_close_timeout())
+        if not written:
             log.error("run %s: warm-up telemetry not fully written", run.pk)
     if sink.lease_lost.is_set() or (result is not None and result.outcome == "lease_lost"):
         return "lease_lost"
+    if not written and status in (Run.Status.SUCCEEDED, Run.Status.CANCELLED):
+        # Its model may be whole, but not what it recorded: without the model, resume does
+        # the warm-up again (train() redoes a warm-up whose model is absent).
+        shutil.rmtree(warmup_dir, ignore_errors=True)
+        result = None
+        status, error = Run.Status.INTERRUPTED, _unwritten_error(sink)
     data = {"warmup": result.as_dict() if result is not None else None, "telemetry": sink.stats}
     if result is not None and result.outcome == "done":
         run_warmup_done(run_id=run.pk, lease_owner=lease_owner, data=result.as_dict())

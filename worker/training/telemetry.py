@@ -105,6 +105,8 @@ class TelemetrySink:
         self._unwritten_since = time.monotonic()
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._stop_beats = threading.Event()  # after the writer: the lease is kept while it writes
+        self._closing_since: float | None = None
         self._pending = _Batch()  # taken from the queue, not yet written
         # Chunk tokens: this sink's own prefix (a run's warm-up and GRPO sinks share the lease).
         self._chunk_prefix = uuid.uuid4().hex[:16]
@@ -224,7 +226,10 @@ class TelemetrySink:
     # --- lifecycle -----------------------------------------------------------------------
 
     def close(self, timeout: float = 30.0) -> bool:
-        """Stop after writing everything queued; returns False if it could not in time."""
+        """Stop after writing everything queued, waiting out a database outage up to
+        `outage_seconds` (give `timeout` more than that); returns False if something was
+        not written. The heartbeat goes on until the writer is done."""
+        self._closing_since = time.monotonic()
         if self.stall is not None:  # a stall still shown ends with training
             cleared = self.stall.ended(self.step)
             if cleared is not None:
@@ -234,6 +239,7 @@ class TelemetrySink:
         with self._room:
             self._room.notify_all()
         self._thread.join(timeout)
+        self._stop_beats.set()
         self._beats.join(5.0)
         return not self._thread.is_alive() and not self._events and self._pending.empty()
 
@@ -263,7 +269,7 @@ class TelemetrySink:
                 if stopping and not self._events and self._pending.empty():
                     return
                 if not ok:  # the database is down or locked: keep everything, retry
-                    if stopping and self._stop_deadline_passed():
+                    if stopping and self._give_up_at_close():
                         return
                     backoff = min(5.0, max(0.2, backoff * 2))
                     # Not woken by new events: they would turn the retry into a busy loop.
@@ -281,19 +287,24 @@ class TelemetrySink:
             if self._loop is not None:
                 self._loop.close()
 
-    _stop_deadline: float | None = None
-
-    def _stop_deadline_passed(self) -> bool:
-        if self._stop_deadline is None:
-            self._stop_deadline = time.monotonic() + 20.0
-        return time.monotonic() > self._stop_deadline
+    def _give_up_at_close(self) -> bool:
+        """Closing with writes failing: the outage is waited out, as during training, until
+        it has lasted `outage_seconds` (counted from the close when only the checkpoint
+        marker waits); then the sink fails and what it holds is not written."""
+        if not self.failed.is_set():
+            since = self._unwritten_since if self._count else (self._closing_since or time.monotonic())
+            if time.monotonic() - since <= self.outage_seconds:
+                return False
+            self._fail_outage()
+        return True
 
     def _beat_forever(self) -> None:
         try:
             while not self.lease_lost.is_set():
                 ok = self._beat()
-                self._watch_stall()
-                if self._stop.wait(self.heartbeat_seconds if ok else min(1.0, self.heartbeat_seconds)):
+                if not self._stop.is_set():  # closing: training has ended, nothing can stall
+                    self._watch_stall()
+                if self._stop_beats.wait(self.heartbeat_seconds if ok else min(1.0, self.heartbeat_seconds)):
                     return
         finally:
             _drop_connection()

@@ -13,6 +13,7 @@ from webapp.runs.models import MetricPoint, Rollout, Run
 from webapp.runs.services import run_claim
 from webapp.runs.telemetry.live import run_group
 from webapp.runs.telemetry.metric_keys import WALL_TIME_KEY
+from webapp.runs.telemetry.record import telemetry_record
 from worker.training.telemetry import TelemetrySink
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -352,3 +353,19 @@ def test_metric_tiers_are_kept_up_as_steps_are_written_so_the_first_read_makes_n
     assert sorted(MetricTier.objects.filter(run=claimed_run).values_list("key", "width", "start", "min_step", "max_step")) == [
         row for row in made if row[0] != WALL_TIME_KEY  # the read made only the keys it read
     ]
+
+
+def test_a_backlog_that_logs_one_step_twice_is_stored_in_one_write_with_the_later_values(claimed_run):
+    """After a database outage the backlog goes in one write, and it may hold one step twice
+    (TRL logs its end-of-training summary at the last step): PostgreSQL refused the upsert
+    ("ON CONFLICT DO UPDATE command cannot affect row a second time") and the writer retried
+    it forever, as if the database were still away."""
+    notes = telemetry_record(
+        run_id=claimed_run.pk, lease_owner="lease-a", chunk="c:1",
+        events=[("metrics", (1, {"loss": 0.5})), ("metrics", (2, {"loss": 0.25})),
+                ("metrics", (2, {"loss": 0.2, "train_runtime": 9.0}))],
+    )
+
+    stored = list(MetricPoint.objects.filter(run=claimed_run).order_by("step", "key").values_list("step", "key", "value", "seq"))
+    assert stored == [(1, "loss", 0.5, 1), (2, "loss", 0.2, 3), (2, "train_runtime", 9.0, 3)]
+    assert [n["seq"] for n in notes] == [1, 2, 3]

@@ -54,7 +54,11 @@ def database_locked() -> Iterator[None]:
 
 
 def _steps(run: Run) -> list[int]:
-    return list(MetricPoint.objects.filter(run=run, key="reward").order_by("step").values_list("step", flat=True))
+    return list(
+        MetricPoint.objects.filter(run=run, key="reward")
+        .order_by("step")
+        .values_list("step", flat=True)
+    )
 
 
 def _trainer(sink: TelemetrySink, steps: int, produced: list[int]) -> threading.Thread:
@@ -70,8 +74,12 @@ def _trainer(sink: TelemetrySink, steps: int, produced: list[int]) -> threading.
 
 def test_a_short_outage_pauses_training_at_the_bound_and_loses_nothing(claimed_run):
     sink = TelemetrySink(
-        run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.2, publish=False,
-        max_pending=10, outage_seconds=60,
+        run_id=claimed_run.pk,
+        lease_owner="lease-a",
+        heartbeat_seconds=0.2,
+        publish=False,
+        max_pending=10,
+        outage_seconds=60,
     )
     produced: list[int] = []
     with database_locked():
@@ -91,8 +99,12 @@ def test_a_short_outage_pauses_training_at_the_bound_and_loses_nothing(claimed_r
 
 def test_a_long_outage_stops_the_run_with_a_clear_error_and_bounded_memory(claimed_run):
     sink = TelemetrySink(
-        run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.2, publish=False,
-        max_pending=5, outage_seconds=1.5,
+        run_id=claimed_run.pk,
+        lease_owner="lease-a",
+        heartbeat_seconds=0.2,
+        publish=False,
+        max_pending=5,
+        outage_seconds=1.5,
     )
     produced: list[int] = []
     with database_locked():
@@ -133,7 +145,9 @@ def test_a_batch_that_keeps_failing_does_not_stop_the_heartbeat(claimed_run, mon
         return real(**kwargs)
 
     monkeypatch.setattr(telemetry, "telemetry_record", lock_timeout)
-    sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.2, publish=False)
+    sink = TelemetrySink(
+        run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.2, publish=False
+    )
     sink.metrics(1, {"reward": 0.5})
     time.sleep(2.5)
 
@@ -153,7 +167,9 @@ def test_a_batch_that_keeps_failing_does_not_stop_the_heartbeat(claimed_run, mon
 
 def test_a_worker_that_lost_its_lease_writes_nothing_after_the_takeover(claimed_run, settings):
     # Worker A's sink beats once at start, then (a paused VM) not again for a minute.
-    zombie = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=60, publish=False)
+    zombie = TelemetrySink(
+        run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=60, publish=False
+    )
     zombie.metrics(1, {"reward": 0.1})
     zombie.metrics(2, {"reward": 0.2})
     deadline = time.monotonic() + 10
@@ -163,7 +179,9 @@ def test_a_worker_that_lost_its_lease_writes_nothing_after_the_takeover(claimed_
     Run.objects.filter(pk=claimed_run.pk).update(
         heartbeat_at=timezone.now() - timedelta(seconds=settings.ENVLAB_STALE_SECONDS + 1)
     )
-    assert run_claim(run_id=claimed_run.pk, lease_owner="lease-b", worker_name="w2").takeover is True
+    assert (
+        run_claim(run_id=claimed_run.pk, lease_owner="lease-b", worker_name="w2").takeover is True
+    )
     assert run_rewind(run_id=claimed_run.pk, lease_owner="lease-b", to_step=0) is True
     claimed_run.refresh_from_db()
     seq_after_takeover = claimed_run.last_seq
@@ -178,7 +196,11 @@ def test_a_worker_that_lost_its_lease_writes_nothing_after_the_takeover(claimed_
     assert _steps(claimed_run) == []
     assert Rollout.objects.filter(run=claimed_run).count() == 0
     claimed_run.refresh_from_db()
-    assert (claimed_run.lease_owner, claimed_run.last_seq, claimed_run.step) == ("lease-b", seq_after_takeover, 0)
+    assert (claimed_run.lease_owner, claimed_run.last_seq, claimed_run.step) == (
+        "lease-b",
+        seq_after_takeover,
+        0,
+    )
     assert zombie.stats["dropped_events"] == 3
 
 
@@ -186,9 +208,50 @@ def test_telemetry_record_refuses_a_writer_without_the_lease(claimed_run):
     before = Run.objects.values_list("last_seq", "step").get(pk=claimed_run.pk)
     for lease_owner in ("someone-else", ""):
         with pytest.raises(LeaseLost):
-            telemetry_record(run_id=claimed_run.pk, lease_owner=lease_owner, events=[("metrics", (5, {"reward": 1.0}))])
+            telemetry_record(
+                run_id=claimed_run.pk,
+                lease_owner=lease_owner,
+                events=[("metrics", (5, {"reward": 1.0}))],
+            )
     Run.objects.filter(pk=claimed_run.pk).update(status="interrupted", lease_owner="")
     with pytest.raises(LeaseLost):
-        telemetry_record(run_id=claimed_run.pk, lease_owner="lease-a", events=[("metrics", (5, {"reward": 1.0}))])
+        telemetry_record(
+            run_id=claimed_run.pk, lease_owner="lease-a", events=[("metrics", (5, {"reward": 1.0}))]
+        )
     assert MetricPoint.objects.count() == 0
     assert Run.objects.values_list("last_seq", "step").get(pk=claimed_run.pk) == before
+
+
+def test_closing_while_the_database_is_away_waits_up_to_the_outage_limit_then_fails_clearly(
+    claimed_run, monkeypatch
+):
+    """The end of a run waits an outage out as training does, up to `outage_seconds` (then the
+    runner ends the run interrupted), not a fixed while after which the rest is dropped silently.
+    Simulated: every write is refused at once, as by a stopped server (tests/e2e/
+    test_database_outage.py stops a real one; a lock here would hold each write for the
+    busy timeout instead)."""
+    import webapp.runs.telemetry.record as telemetry
+
+    def refused(**kwargs):
+        raise OperationalError("connection refused")
+
+    sink = TelemetrySink(
+        run_id=claimed_run.pk,
+        lease_owner="lease-a",
+        heartbeat_seconds=0.2,
+        publish=False,
+        max_pending=100,
+        outage_seconds=2.0,
+    )
+    monkeypatch.setattr(telemetry, "telemetry_record", refused)
+    for step in range(1, 4):
+        sink.metrics(step, {"reward": step / 3})
+    started = time.monotonic()
+    written = sink.close(timeout=30)
+    waited = time.monotonic() - started
+
+    assert written is False
+    assert 2.0 <= waited < 12
+    assert sink.failed.is_set() and "ENVLAB_TELEMETRY_OUTAGE_SECONDS" in sink.failure
+    assert sink.stats["db_errors"] >= 2
+    assert _steps(claimed_run) == []

@@ -62,7 +62,10 @@ def telemetry_record(
         return []
     seq = run.last_seq
     notes: list[dict[str, Any]] = []
-    points: list[MetricPoint] = []
+    # By (step, key): a step logged twice within one write (TRL's end-of-training summary at
+    # the last step, or a backlog written after an outage) keeps its later value, as separate
+    # writes would; PostgreSQL refuses an upsert that names one row twice.
+    points: dict[tuple[int, str], MetricPoint] = {}
     rollouts: list[Rollout] = []
     alerts: list[RunEvent] = []  # run health (worker/training/health.py) and run events, in the order raised
     last_step = 0
@@ -79,7 +82,8 @@ def telemetry_record(
                 if key in clean and key != k:
                     continue  # both spellings in one log: the GRPO-named value stands
                 clean[key] = number
-            points.extend(MetricPoint(run_id=run_id, step=step, key=k, value=v, seq=seq) for k, v in clean.items())
+            for k, v in clean.items():
+                points[(step, k)] = MetricPoint(run_id=run_id, step=step, key=k, value=v, seq=seq)
             notes.append({"type": "metrics", "seq": seq, "step": step, "values": clean})
             last_step = max(last_step, step)
         elif kind == "alert":
@@ -108,7 +112,7 @@ def telemetry_record(
             })
     if points:
         MetricPoint.objects.bulk_create(
-            points, update_conflicts=True, unique_fields=["run", "step", "key"], update_fields=["value", "seq"]
+            list(points.values()), update_conflicts=True, unique_fields=["run", "step", "key"], update_fields=["value", "seq"]
         )
     lost_events = False
     if rollouts:
