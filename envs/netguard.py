@@ -21,6 +21,8 @@ import ipaddress
 import socket
 import urllib.request
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -120,9 +122,30 @@ def _refusal_of_any(addresses: Iterable[str]) -> str | None:
     return None
 
 
-def resolve(host: str, port: int) -> list[tuple[Any, ...]]:
+_RESOLVER = ThreadPoolExecutor(max_workers=8, thread_name_prefix="netguard-dns")
+
+
+def getaddrinfo(host: str, port: int, timeout: float | None = None) -> list[tuple[Any, ...]]:
+    """socket.getaddrinfo for TCP, given up after `timeout` seconds (None: the resolver's own
+    time). getaddrinfo blocks and cannot be interrupted: a lookup past its time is left to
+    finish on a resolver thread, and its caller gets TimeoutError (security review K4)."""
+    if timeout is None:
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    future = _RESOLVER.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+    try:
+        return future.result(timeout=max(0.0, timeout))
+    except FutureTimeout:
+        future.cancel()
+        raise TimeoutError(f"looking up {host} took longer than {timeout:g} s") from None
+
+
+def _seconds(timeout: Any) -> float | None:
+    return float(timeout) if isinstance(timeout, int | float) and not isinstance(timeout, bool) else None
+
+
+def resolve(host: str, port: int, timeout: float | None = None) -> list[tuple[Any, ...]]:
     """getaddrinfo for a TCP connection, refused as a whole if any address is refused."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    infos = getaddrinfo(host, port, timeout)
     rule = _refusal_of_any(str(info[4][0]) for info in infos)
     if rule is not None:
         raise OutboundRefused(f"the connection to {host} is refused: {rule}")
@@ -144,18 +167,18 @@ def unreachable_name(host: str) -> str:
     )
 
 
-def _addresses(host: str, port: int) -> list[str]:
+def _addresses(host: str, port: int, timeout: float | None = None) -> list[str]:
     try:
         return [str(ipaddress.ip_address(host))]  # a literal needs no resolver (nor IPv6 routes)
     except ValueError:
         pass
     try:
-        return [str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
-    except (OSError, UnicodeError):
+        return [str(info[4][0]) for info in getaddrinfo(host, port, timeout)]
+    except (OSError, UnicodeError):  # TimeoutError included: a lookup too slow is no answer
         return []
 
 
-def check_outbound_url(url: str, *, name: str = "the URL") -> str:
+def check_outbound_url(url: str, *, name: str = "the URL", timeout: float | None = None) -> str:
     """The URL normalised (no trailing slash), after checking its form and its addresses.
 
     Raises:
@@ -176,7 +199,7 @@ def check_outbound_url(url: str, *, name: str = "the URL") -> str:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         raise OutboundRefused(f"{name} has a port that is not a number from 1 to 65535") from None
-    addresses = _addresses(parts.hostname, port)
+    addresses = _addresses(parts.hostname, port, timeout)
     rule = _refusal_of_any(addresses) if addresses else None
     if _is_literal(parts.hostname):
         if rule is not None:
@@ -199,7 +222,7 @@ def create_connection(
     only to those (so the name cannot point elsewhere between check and connect)."""
     host, port = address
     last_error: OSError | None = None
-    for family, kind, proto, _, sockaddr in resolve(host, port):
+    for family, kind, proto, _, sockaddr in resolve(host, port, _seconds(timeout)):
         sock = socket.socket(family, kind, proto)
         try:
             if timeout is not _DEFAULT_TIMEOUT:

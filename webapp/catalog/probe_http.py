@@ -50,10 +50,12 @@ class ServerAnsweredStatus(ServerUnreadable):
         self.status = status
 
 
-def normalise_base_url(url: str) -> str:
-    """The URL without a trailing slash, once its form and addresses pass `netguard`."""
+def normalise_base_url(url: str, timeout: float | None = None) -> str:
+    """The URL without a trailing slash, once its form and addresses pass `netguard`; the
+    name's lookup is given up after `timeout` seconds (default ENVLAB_PROBE_DEADLINE)."""
+    limit = float(settings.ENVLAB_PROBE_DEADLINE) if timeout is None else timeout
     try:
-        return netguard.check_outbound_url(url, name="base_url")
+        return netguard.check_outbound_url(url, name="base_url", timeout=limit)
     except netguard.OutboundRefused as exc:
         raise ProbeError(str(exc)) from None
 
@@ -69,10 +71,12 @@ class ProbeSession:
     """
 
     def __init__(self, base_url: str, timeout: float | None) -> None:
-        self.base_url = normalise_base_url(base_url)
-        self.per_request = probe_timeout(timeout)
         budget = float(settings.ENVLAB_PROBE_DEADLINE)
         self.ends = time.monotonic() + budget
+        # The name's lookup counts against the deadline too (security review K4), and so do
+        # the lookups of each connection (their timeout is what is left).
+        self.base_url = normalise_base_url(base_url, timeout=budget)
+        self.per_request = probe_timeout(timeout)
         self.health: dict[str, Any] | None = None
         self._lock = threading.Lock()
         self._sockets: list[Any] = []

@@ -124,7 +124,7 @@ def _vllm_server_error(url: str | None) -> str | None:
     if url is None:
         return None
     try:
-        check_outbound_url(url, name="vllm_server_base_url")
+        check_outbound_url(url, name="vllm_server_base_url", timeout=settings.ENVLAB_PROBE_DEADLINE)
     except (OutboundRefused, ProbeError) as exc:
         return str(exc)
     return None

@@ -271,6 +271,8 @@ ENVLAB_PROBE_TIMEOUT = env_float("ENVLAB_PROBE_TIMEOUT", 5.0)
 ENVLAB_OPENREWARD_API_URL = env_str("ENVLAB_OPENREWARD_API_URL", "https://api.openreward.ai")
 # How often the default-queue worker re-probes every registered environment (seconds).
 ENVLAB_RECHECK_SECONDS = env_float("ENVLAB_RECHECK_SECONDS", 60.0)
+# Re-probes at once in a recheck round; a round starts no probe after ENVLAB_RECHECK_SECONDS.
+ENVLAB_RECHECK_CONCURRENCY = env_int("ENVLAB_RECHECK_CONCURRENCY", 8)
 
 LOGGING = {
     "version": 1,
@@ -284,7 +286,9 @@ LOGGING = {
 
 # Run by `celery beat` (embedded with -B in the light worker that `make run` starts).
 CELERY_BEAT_SCHEDULE = {
-    "recheck-environments": {"task": "worker.tasks.recheck_environments", "schedule": ENVLAB_RECHECK_SECONDS},
+    # Expires like the others: a round that outlived its period is not followed by a backlog.
+    "recheck-environments": {"task": "worker.tasks.recheck_environments", "schedule": ENVLAB_RECHECK_SECONDS,
+                             "options": {"expires": ENVLAB_RECHECK_SECONDS}},
     "sweep-stale-runs": {"task": "worker.tasks.sweep_stale_runs", "schedule": ENVLAB_SWEEP_SECONDS},
     # Re-sends queued runs that no worker claimed (a launch while Redis was down, a lost message).
     "requeue-unclaimed-runs": {"task": "worker.tasks.requeue_unclaimed_runs", "schedule": 60.0,
