@@ -21,15 +21,15 @@ def _setup_django() -> None:
 
 
 def _claim_when_free(claim: Callable[[], Any]) -> Any:
-    """Call `claim` (a run, evaluation or job claim) until its outcome is not "busy": a
-    redelivered message waits while the holder's lease is alive, and takes the work over
-    once it is stale. Returns the last claim: "claimed", "done" or (runs, evaluations)
-    "duplicate"."""
+    """Call `claim` (a run, evaluation or job claim) until its outcome is not "busy" or "full":
+    a redelivered message waits while the holder's lease is alive, and takes the work over
+    once it is stale; a run whose environment's sessions are held by running runs waits for
+    them to end. Returns the last claim: "claimed", "done" or (runs, evaluations) "duplicate"."""
     from django.conf import settings
 
     while True:
         result = claim()
-        if result.outcome != "busy":
+        if result.outcome not in ("busy", "full"):
             return result
         time.sleep(settings.ENVLAB_HEARTBEAT_SECONDS)
 

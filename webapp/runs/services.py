@@ -585,7 +585,8 @@ def run_resume(*, run: Run, checkpoint: int | None = None) -> Run:
 @dataclass(frozen=True)
 class Claim:
     # "claimed"; "busy": alive elsewhere, this message may take it over if that worker dies;
-    # "duplicate": another message claimed it, this copy has nothing to do; "done"
+    # "duplicate": another message claimed it, this copy has nothing to do; "done";
+    # "full": an environment's sessions are taken by running runs, the run waits its turn
     outcome: str
     run: Run | None = None
     takeover: bool = False
@@ -605,6 +606,11 @@ def run_claim(*, run_id: int, lease_owner: str, worker_name: str, task_id: str =
         was_running = Run.objects.filter(
             pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=leases.stale_before()
         ).exists()
+        if not was_running:
+            full = _sessions_short(run_id)
+            if full is not None:
+                _note_waiting(run_id, full)
+                return Claim("full", Run.objects.filter(pk=run_id).first())
         changed = Run.objects.filter(leases.claimable(Run), pk=run_id).update(
             status=Run.Status.RUNNING,
             lease_owner=lease_owner,
@@ -626,6 +632,61 @@ def run_claim(*, run_id: int, lease_owner: str, worker_name: str, task_id: str =
         )
     _announce(run_id, "status")
     return Claim("claimed", run, takeover=was_running)
+
+
+def _sessions_needed(config: RunConfig) -> int:
+    """Sessions a run holds at once on each of its environments (as `_capacity_findings`)."""
+    if config.harness is not None:
+        return config.harness.max_concurrent_rollouts + 1
+    return config.grpo.generation_batch_size * config.ranks if config.grpo is not None else 1
+
+
+def _sessions_short(run_id: int) -> str | None:
+    """Why the queued run cannot start now, or None: one of its environments has a capacity
+    that is the server's limit (not a measured lower bound) and the running runs on it hold
+    too many of its sessions for this one's too (security review K6: checked at launch
+    alone, two runs on one server could together exceed it). Takes the environments' rows
+    for the transaction, so two claims that would exceed it together are one after another."""
+    run = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).first()
+    if run is None:
+        return None
+    try:
+        config = parse_run_config(run.config)
+    except Exception:  # a config the launch accepted: the trainer reports what is wrong with it
+        return None
+    ids = {entry.environment for entry in config.environments}
+    limited = [
+        env for env in Environment.objects.select_for_update().filter(pk__in=ids).order_by("pk")
+        if env.capacity is not None and not capacity_is_lower_bound(env)
+    ]
+    if not limited:
+        return None
+    needed = _sessions_needed(config)
+    held = {env.pk: 0 for env in limited}
+    for other in Run.objects.filter(status=Run.Status.RUNNING).exclude(pk=run_id).only("pk", "config"):
+        try:
+            other_config = parse_run_config(other.config)
+        except Exception:
+            continue
+        for pk in {entry.environment for entry in other_config.environments} & held.keys():
+            held[pk] += _sessions_needed(other_config)
+    for env in limited:
+        if held[env.pk] and held[env.pk] + needed > env.capacity:
+            return (
+                f"waiting for sessions: environment '{env.name}' takes {limits.sessions(env.capacity)}, "
+                f"running runs hold {held[env.pk]} and this run needs {needed}; it starts when they end"
+            )
+    return None
+
+
+def _note_waiting(run_id: int, reason: str) -> None:
+    """One `waiting` event per reason (a claim retries every heartbeat). The run's message is
+    held by the waiting worker: the send stamp is renewed so beat does not send it again."""
+    Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(sent_at=timezone.now())
+    last = RunEvent.objects.filter(run_id=run_id).order_by("-id").values_list("kind", "message").first()
+    if last != ("waiting", reason):
+        RunEvent.objects.create(run_id=run_id, kind="waiting", message=reason, data={"reason": "capacity"})
+        _announce(run_id, "facts")
 
 
 @transaction.atomic
