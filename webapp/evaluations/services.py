@@ -23,6 +23,8 @@ from webapp.catalog.models import Environment
 from webapp.catalog.probe import ProbeError, probe_environment
 from webapp.catalog.selectors import environments_visible_to
 from webapp.core import leases
+from webapp.core.quota import WorkQuotaExceeded, lock_owner, work_quota_check
+from webapp.core.transcripts import cap_transcript
 from webapp.evaluations.config import (
     DEFAULT_PROMPTS,
     MAX_MODELS,
@@ -154,6 +156,11 @@ def evaluation_create(
         raise RunConfigError(errors)
     prompt = request.prompt if request.prompt is not None else DEFAULT_PROMPTS[key]
     with transaction.atomic():
+        lock_owner(owner)
+        try:
+            work_quota_check(owner)
+        except WorkQuotaExceeded as exc:
+            raise RunConfigError(exc.errors) from None  # the pages show a RunConfigError's lines
         evaluation = Evaluation.objects.create(
             owner=owner,
             environment=environment,
@@ -308,7 +315,10 @@ def evaluation_record_episode(
             return False
         try:
             with transaction.atomic():
-                EvaluationEpisode.objects.create(evaluation_id=evaluation_id, **episode)
+                EvaluationEpisode.objects.create(
+                    evaluation_id=evaluation_id,
+                    **{**episode, "messages": cap_transcript(episode.get("messages", []))},
+                )
         except IntegrityError:
             return True
         Evaluation.objects.filter(pk=evaluation_id).update(

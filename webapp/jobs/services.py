@@ -13,6 +13,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from webapp.core import leases
+from webapp.core.quota import lock_owner, work_quota_check
 from webapp.jobs.models import Job
 
 log = logging.getLogger(__name__)
@@ -24,7 +25,10 @@ JOB_QUEUE = "train"
 
 
 def job_create(*, owner: AbstractBaseUser, kind: str, params: dict[str, Any], total: int) -> Job:
+    """Queue a job; WorkQuotaExceeded (a 400), writing nothing, past the owner's quota."""
     with transaction.atomic():
+        lock_owner(owner)
+        work_quota_check(owner)
         job = Job.objects.create(owner=owner, kind=kind, params=params, progress_total=total)
         job_id = job.pk
         transaction.on_commit(lambda: _send(job_id))

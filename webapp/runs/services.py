@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import DatabaseError, transaction
 from django.db.models import F, Q, Value
@@ -25,6 +24,7 @@ from webapp.catalog.probe import ProbeError, probe_environment
 from webapp.catalog.selectors import environments_visible_to
 from webapp.core import leases
 from webapp.core.errors import StateConflict
+from webapp.core.quota import WorkQuotaExceeded, lock_owner, work_quota_check
 from webapp.rewards.selectors import RecipeRefError, recipe_resolve
 from webapp.rewards.terms import RecipeRef
 from webapp.runs.checkpoints import (
@@ -363,7 +363,7 @@ def _active_runs_error(owner: AbstractBaseUser) -> str | None:
 
 def _lock_owner(owner: AbstractBaseUser) -> None:
     """Serialise one owner's launches and resumes, so two at once cannot both pass the quota."""
-    list(get_user_model().objects.select_for_update().filter(pk=owner.pk).values_list("pk"))
+    lock_owner(owner)
 
 
 def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
@@ -391,6 +391,10 @@ def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
         quota = _active_runs_error(owner)
         if quota:
             raise RunQuotaExceeded({"non_field_errors": [quota]})
+        try:
+            work_quota_check(owner)
+        except WorkQuotaExceeded as exc:
+            raise RunQuotaExceeded(exc.errors) from None
         run = Run.objects.create(
             owner=owner,
             name=config.name,
@@ -556,6 +560,10 @@ def run_resume(*, run: Run, checkpoint: int | None = None) -> Run:
         quota = _active_runs_error(run.owner)
         if quota:
             raise RunStateError(quota)
+        try:
+            work_quota_check(run.owner)
+        except WorkQuotaExceeded as exc:
+            raise RunStateError(" ".join(exc.errors["non_field_errors"])) from None
         previous = run.status
         run.status = Run.Status.QUEUED
         run.cancel_requested = False

@@ -328,6 +328,11 @@ ENVLAB_IMAGE_REGISTRIES = env_list("ENVLAB_IMAGE_REGISTRIES")
 ENVLAB_CONSOLE_MAX_SOCKETS = env_int("ENVLAB_CONSOLE_MAX_SOCKETS", 4)
 # Queued + running runs one user may have at once.
 ENVLAB_MAX_ACTIVE_RUNS = env_int("ENVLAB_MAX_ACTIVE_RUNS", 4)
+# Queued + running runs, evaluations and background jobs one user may have at once, together.
+ENVLAB_MAX_ACTIVE_WORK = env_int("ENVLAB_MAX_ACTIVE_WORK", 8)
+# A stored rollout's or evaluation episode's messages, as JSON: past it the head and the tail
+# are kept with a note of the cut (webapp/core/transcripts.py).
+ENVLAB_MAX_EPISODE_BYTES = env_int("ENVLAB_MAX_EPISODE_BYTES", 1024 * 1024)
 # Local model folders are accepted only under MODELS_DIR and these roots.
 ENVLAB_MODEL_ROOTS = env_list("ENVLAB_MODEL_ROOTS")
 # A queued run that no worker claimed for this long is sent again by beat.

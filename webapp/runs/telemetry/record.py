@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
+from webapp.core.transcripts import cap_transcript
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent, prompt_key
 from webapp.runs.selectors import run_last_event_id
 from webapp.runs.telemetry.metric_keys import canonical_metric_key
@@ -166,7 +167,7 @@ def _rollout(run_id: int, seq: int, item: dict[str, Any]) -> Rollout:
     return Rollout(
         run_id=run_id, seq=seq, step=int(item["step"]), env=env,
         seed=seed, prompt_key=prompt_key(env, prompt, seed),
-        prompt=prompt, messages=storable(item.get("messages", [])),
+        prompt=prompt, messages=cap_transcript(storable(item.get("messages", []))),
         rewards={storable(str(k)): _number(v) for k, v in item.get("rewards", {}).items()},
         reward=_number(item.get("reward")), advantage=_number(item.get("advantage")),
         unscored=bool(item.get("lost", False)),
