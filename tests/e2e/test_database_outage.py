@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 import requests
+from django.conf import settings
 
 from tests.e2e.helpers import run_config, wait_for
 from tests.envs.servers import free_port
@@ -27,6 +28,12 @@ from tests.support.processes import Service, start_web, start_worker
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 OUTAGE_SECONDS = 30.0
+
+
+def lab_redis_url() -> str:
+    """The lab's own Redis database (broker, channel layer): the session's worker (on the test
+    database) would otherwise take the lab's train messages, find no such run, and drop them."""
+    return settings.REDIS_URL.rsplit("/", 1)[0] + "/9"
 
 
 class Lab:
@@ -77,7 +84,7 @@ def lab(echo_url) -> Iterator[Lab]:
         url = cluster.create_database("lab")
         prepare_database(url)
         port = free_port()
-        web = start_web(port, name="web-db-outage", DATABASE_URL=url)
+        web = start_web(port, name="web-db-outage", DATABASE_URL=url, REDIS_URL=lab_redis_url())
         lab = Lab(cluster, url, f"http://127.0.0.1:{port}")
         answer = lab.post(
             "/api/environments/", {"name": "echo", "base_url": echo_url, "capacity": 64}
@@ -150,7 +157,7 @@ def _assert_stored_once(lab: Lab, run_id: int, steps: int) -> None:
 def test_postgres_stopped_30s_mid_run_training_goes_on_and_nothing_is_lost_or_doubled(
     lab, demo_model, request
 ):
-    worker = start_worker("worker-db-outage", DATABASE_URL=lab.url)
+    worker = start_worker("worker-db-outage", DATABASE_URL=lab.url, REDIS_URL=lab_redis_url())
     try:
         run_id = lab.post(
             "/api/runs/", run_config(lab.env_id, max_steps=300, save_steps=100)
@@ -214,7 +221,7 @@ def test_postgres_away_past_the_outage_limit_interrupts_the_run_and_resume_finis
     lab, demo_model, request
 ):
     worker = start_worker(
-        "worker-db-outage-short", DATABASE_URL=lab.url, ENVLAB_TELEMETRY_OUTAGE_SECONDS="4"
+        "worker-db-outage-short", DATABASE_URL=lab.url, REDIS_URL=lab_redis_url(), ENVLAB_TELEMETRY_OUTAGE_SECONDS="4"
     )
     try:
         run_id = lab.post("/api/runs/", run_config(lab.env_id, max_steps=80, save_steps=4)).json()[
