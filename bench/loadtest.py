@@ -104,6 +104,27 @@ def seconds_per_step(points: list[tuple[int, float]], start: float, end: float) 
     return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """CPU seconds (user + system) of `pid` and its live children, from /proc (Linux; None
+    elsewhere or once it is gone). A Celery worker trains in its pool child."""
+    try:
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0.0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            # After the name: state, ppid, ... utime (14th field overall), stime (15th).
+            if int(entry.name) == pid or int(fields[1]) == pid:
+                total += (int(fields[11]) + int(fields[12])) / tick
+        return total
+    except (OSError, ValueError):
+        return None
+
+
 def summarise_ms(samples: list[float]) -> dict[str, Any]:
     def ms(q: float) -> float | None:
         value = percentile(samples, q)
@@ -275,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(__file__).resolve().parent.parent
     scratch = Path(args.dir or root / "var" / "loadtest").resolve()
     if os.environ.get(SCRATCH_MARK) != str(scratch):
-        return _rerun_in_scratch(root, scratch, args, argv)
+        return _rerun_in_scratch(root, scratch, args, argv, runs=chosen.runs)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings.local")
     import django
 
@@ -300,7 +321,8 @@ def _write(path: Path, result: dict[str, Any]) -> Path:
     return path
 
 
-def _rerun_in_scratch(root: Path, scratch: Path, args: argparse.Namespace, argv: list[str] | None) -> int:
+def _rerun_in_scratch(root: Path, scratch: Path, args: argparse.Namespace, argv: list[str] | None, *,
+                      runs: int) -> int:
     from bench.learning_table import _redis_url
 
     scratch.mkdir(parents=True, exist_ok=True)
@@ -324,6 +346,8 @@ def _rerun_in_scratch(root: Path, scratch: Path, args: argparse.Namespace, argv:
         "DEBUG": "0",
         # N trainers share the machine's cores: one torch thread each.
         "ENVLAB_TORCH_THREADS": os.environ.get("ENVLAB_TORCH_THREADS", "1"),
+        # One account launches every run: the per-account limit (default 4) must let N through.
+        "ENVLAB_MAX_ACTIVE_RUNS": str(max(runs, int(os.environ.get("ENVLAB_MAX_ACTIVE_RUNS", "4")))),
     }
     env.pop("CELERY_BROKER_URL", None)
     given = sys.argv[1:] if argv is None else argv
@@ -453,8 +477,23 @@ def _phase(api: Any, chosen: Options, env_id: int, port: int, *, load: bool, say
             chosen.readers, chosen.poll_interval, stop_readers, readers_out), daemon=True)
         child.start()
         children.append(child)
+    cpu_before = {name: cpu_seconds(p.pid) for name, p in _named(services).items()}
+    clients_before = cpu_seconds(children[0].pid) if children else None
+    own_before = time.process_time()
     time.sleep(chosen.seconds)
     window_end = time.time()
+    cpu_after = {name: cpu_seconds(p.pid) for name, p in _named(services).items()}
+    window = window_end - window_start
+    # Cores' worth of CPU each service used in the window (the machine has os.cpu_count()).
+    cpu_share: dict[str, float | None] = {
+        "web": _share(cpu_before.get("web"), cpu_after.get("web"), window),
+        "workers": _share(
+            sum(v for k, v in cpu_before.items() if k.startswith("worker") and v is not None),
+            sum(v for k, v in cpu_after.items() if k.startswith("worker") and v is not None), window),
+        "readers": None if not (load and chosen.readers) else _share(0.0, cpu_seconds(children[-1].pid), window),
+        "driver": _share(own_before, time.process_time(), window),
+        "clients": _share(clients_before, cpu_seconds(children[0].pid), window) if children else None,
+    }
     stop_readers.set()
     readers = readers_out.get(timeout=120) if load and chosen.readers else {"latencies": {}, "errors": []}
     for run_id in runs:
@@ -486,8 +525,17 @@ def _phase(api: Any, chosen: Options, env_id: int, port: int, *, load: bool, say
         "live": summarise_ms(clients["latencies"]),
         "client_loop_lag": summarise_ms(clients.get("loop_lag", [])),
         "api": {name: summarise_ms(values) for name, values in readers["latencies"].items()},
-        "notes": dict(notes), "client_errors": clients["errors"], "api_errors": readers["errors"],
+        "notes": dict(notes), "cpu_share": cpu_share, "client_errors": clients["errors"], "api_errors": readers["errors"],
     }
+
+
+def _named(services: list[Any]) -> dict[str, Any]:
+    """The scratch services by name: web first, then worker-0.. (the order _in_scratch starts them)."""
+    return {("web" if i == 0 else f"worker-{i - 1}"): p for i, p in enumerate(services)}
+
+
+def _share(before: float | None, after: float | None, seconds: float) -> float | None:
+    return None if before is None or after is None or seconds <= 0 else round((after - before) / seconds, 2)
 
 
 def _result(chosen: Options, baseline: dict[str, Any], loaded: dict[str, Any], *, elapsed: float) -> dict[str, Any]:
@@ -515,6 +563,7 @@ def _result(chosen: Options, baseline: dict[str, Any], loaded: dict[str, Any], *
         "settings": {"runs": chosen.runs, "clients": chosen.clients, "readers": chosen.readers,
                      "seconds": chosen.seconds, "poll_interval": chosen.poll_interval, "quick": chosen.quick},
         "database": os.environ.get("DATABASE_URL", "").split(":", 1)[0],
+        "cpu_share": {"baseline": baseline["cpu_share"], "loaded": loaded["cpu_share"]},
         "live": loaded["live"],
         "client_loop_lag": loaded["client_loop_lag"],
         "api": loaded["api"],
