@@ -272,10 +272,40 @@ def loadtest_section(load: dict | None) -> list[str]:
             if load.get("client_loop_lag")
             else ""
         )
+        + _misses(load)
+        + _cpu_sentence(load.get("cpu_share"))
         + "Made by `make loadtest` (bench/loadtest.py), not part of `make bench`.",
         "",
         *([load["closing_note"], ""] if load.get("closing_note") else []),
     ]
+
+
+def _misses(load: dict) -> str:
+    """By how much each missed latency target is missed."""
+    t = load["targets"]
+    missed = []
+    live = load["live"].get("p99_ms")
+    if live is not None and live > t["live_p99_ms"]:
+        missed.append(f"live p99 by {live - t['live_p99_ms']:.0f} ms ({live / t['live_p99_ms']:.1f}x the target)")
+    for name, v in load["api"].items():
+        p95 = v.get("p95_ms")
+        if p95 is not None and p95 > t["api_p95_ms"]:
+            missed.append(f"{name} p95 by {p95 - t['api_p95_ms']:.0f} ms ({p95 / t['api_p95_ms']:.1f}x)")
+    return f"Missed: {'; '.join(missed)}. " if missed else ""
+
+
+def _cpu_sentence(shares: dict | None) -> str:
+    """Cores' worth of CPU each part of the load test used in its window, alone and loaded."""
+    if not shares or not shares.get("loaded"):
+        return ""
+
+    def part(phase: dict) -> str:
+        return ", ".join(f"{name} {value}" for name, value in phase.items() if value is not None)
+
+    return (
+        f"CPU used in the window, in cores: alone {part(shares.get('baseline') or {})}; "
+        f"loaded {part(shares['loaded'])}. "
+    )
 
 
 def splice_load_sections() -> None:

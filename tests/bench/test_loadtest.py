@@ -85,6 +85,7 @@ def test_benchmarks_section_says_which_targets_are_missed():
     }  # fmt: skip
     text = "\n".join(loadtest_section(load))
     assert "live p99 <= 100 ms: NOT met" in text
+    assert "Missed: live p99 by 50 ms (1.5x the target)." in text
     assert "API p95 <= 300 ms: met" in text
     assert "overhead **1.25x**" in text
     assert "`GET /api/runs/<id>/rollouts/`" in text
