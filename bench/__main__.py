@@ -241,9 +241,11 @@ def loadtest_section(load: dict | None) -> list[str]:
     live = load["live"]
     notes = load["notes"]
     overhead = load["overhead_ratio"]
+    nice = f", workers at nice {s['worker_nice']}" if s.get("worker_nice") else ""
     return [
         f"{LOAD_HEADING}{s['runs']} training runs, {s['clients']} WebSocket clients, {s['readers']} API readers "
-        f"({s['seconds']:g} s window{', --quick' if s.get('quick') else ''}; {load['date']})",
+        f"({s['seconds']:g} s window{', --quick' if s.get('quick') else ''}"
+        f"{nice}; {load['date']})",
         "",
         "| measure | p50 ms | p95 ms | p99 ms | max ms | samples |",
         "|---|---|---|---|---|---|",
@@ -300,11 +302,19 @@ def _cpu_sentence(shares: dict | None) -> str:
         return ""
 
     def part(phase: dict) -> str:
-        return ", ".join(f"{name} {value}" for name, value in phase.items() if value is not None)
+        return ", ".join(
+            f"{name} {value}" for name, value in phase.items() if value is not None and name != "web_waiting"
+        )
 
+    waiting = shares["loaded"].get("web_waiting")
     return (
         f"CPU used in the window, in cores: alone {part(shares.get('baseline') or {})}; "
         f"loaded {part(shares['loaded'])}. "
+        + (
+            f"Loaded, the web server also spent {waiting} s a second runnable but waiting for a core. "
+            if waiting is not None
+            else ""
+        )
     )
 
 

@@ -125,6 +125,33 @@ def cpu_seconds(pid: int) -> float | None:
         return None
 
 
+def run_queue_seconds(pid: int) -> float | None:
+    """Seconds the threads of `pid` and its live children spent runnable but waiting for a core
+    (/proc/<pid>/task/<tid>/schedstat, second field, nanoseconds; Linux only, else None)."""
+    try:
+        pids = [pid] + [
+            int(e.name) for e in Path("/proc").iterdir()
+            if e.name.isdigit() and _ppid(e) == pid
+        ]
+        total = 0
+        for one in pids:
+            for task in Path(f"/proc/{one}/task").iterdir():
+                try:
+                    total += int((task / "schedstat").read_text().split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+        return total / 1e9
+    except OSError:
+        return None
+
+
+def _ppid(entry: Path) -> int | None:
+    try:
+        return int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def summarise_ms(samples: list[float]) -> dict[str, Any]:
     def ms(q: float) -> float | None:
         value = percentile(samples, q)
@@ -253,6 +280,7 @@ class Options:
     readers: int
     seconds: float
     poll_interval: float
+    worker_nice: int
     quick: bool
 
 
@@ -268,6 +296,8 @@ def parse(argv: list[str]) -> tuple[Options, argparse.Namespace]:
                         "--quick: loadtest_quick.json; both shown in BENCHMARKS.md; with --output it is not)")
     parser.add_argument("--dir", default="", help="scratch installation folder (default <var>/loadtest)")
     parser.add_argument("--redis-url", default="", help=f"Redis (default REDIS_URL's server, database {DEFAULT_REDIS_DB})")
+    parser.add_argument("--worker-nice", type=int, default=0,
+                        help="run the training workers at this niceness (0-19): the web server then comes first")
     parser.add_argument("--database-url", default="", help="database of the scratch installation (default: a fresh SQLite file)")
     args = parser.parse_args(argv)
     defaults = QUICK if args.quick else {"runs": 5, "clients": 100, "readers": 20, "seconds": 300.0}
@@ -276,7 +306,8 @@ def parse(argv: list[str]) -> tuple[Options, argparse.Namespace]:
         clients=args.clients if args.clients is not None else int(defaults["clients"]),
         readers=args.readers if args.readers is not None else int(defaults["readers"]),
         seconds=args.seconds if args.seconds is not None else float(defaults["seconds"]),
-        poll_interval=args.poll_interval, quick=args.quick,
+        poll_interval=args.poll_interval,
+        worker_nice=args.worker_nice, quick=args.quick,
     )
     checks = [
         (1 <= chosen.runs <= 16, "--runs is 1 to 16"),
@@ -284,6 +315,7 @@ def parse(argv: list[str]) -> tuple[Options, argparse.Namespace]:
         (0 <= chosen.readers <= 200, "--readers is 0 to 200"),
         (10 <= chosen.seconds <= 3600, "--seconds is 10 to 3600"),
         (0.05 <= chosen.poll_interval <= 60, "--poll-interval is 0.05 to 60"),
+        (0 <= chosen.worker_nice <= 19, "--worker-nice is 0 to 19"),
     ]
     for ok, message in checks:
         if not ok:
@@ -398,8 +430,9 @@ def _in_scratch(root: Path, scratch: Path, chosen: Options) -> dict[str, Any]:
         services.append(_spawn("web", [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--host",
                                        "127.0.0.1", "--port", str(port), "--log-level", "warning"], log_dir))
         for index in range(chosen.runs):
+            nice = ["nice", "-n", str(chosen.worker_nice)] if chosen.worker_nice else []
             services.append(_spawn(f"worker-{index}", [
-                sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", "train,default",
+                *nice, sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", "train,default",
                 "-n", f"loadtest-{index}@%h", "--concurrency", "1", "--prefetch-multiplier", "1",
                 "--loglevel", "INFO", "--without-gossip", "--without-mingle"], log_dir))
         server = bundled_start(key="echo", capacity=max(16, 8 * chosen.runs), wait=START_SECONDS)
@@ -479,6 +512,8 @@ def _phase(api: Any, chosen: Options, env_id: int, port: int, *, load: bool, say
         children.append(child)
     cpu_before = {name: cpu_seconds(p.pid) for name, p in _named(services).items()}
     clients_before = cpu_seconds(children[0].pid) if children else None
+    web_pid = services[0].pid
+    web_wait_before = run_queue_seconds(web_pid)
     own_before = time.process_time()
     time.sleep(chosen.seconds)
     window_end = time.time()
@@ -493,6 +528,8 @@ def _phase(api: Any, chosen: Options, env_id: int, port: int, *, load: bool, say
         "readers": None if not (load and chosen.readers) else _share(0.0, cpu_seconds(children[-1].pid), window),
         "driver": _share(own_before, time.process_time(), window),
         "clients": _share(clients_before, cpu_seconds(children[0].pid), window) if children else None,
+        # Not CPU: the web server's time spent runnable, waiting for a core (run queue).
+        "web_waiting": _share(web_wait_before, run_queue_seconds(web_pid), window),
     }
     stop_readers.set()
     readers = readers_out.get(timeout=120) if load and chosen.readers else {"latencies": {}, "errors": []}
@@ -561,7 +598,8 @@ def _result(chosen: Options, baseline: dict[str, Any], loaded: dict[str, Any], *
         "benchmark": "loadtest",
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "settings": {"runs": chosen.runs, "clients": chosen.clients, "readers": chosen.readers,
-                     "seconds": chosen.seconds, "poll_interval": chosen.poll_interval, "quick": chosen.quick},
+                     "seconds": chosen.seconds, "poll_interval": chosen.poll_interval,
+                     "worker_nice": chosen.worker_nice, "quick": chosen.quick},
         "database": os.environ.get("DATABASE_URL", "").split(":", 1)[0],
         "cpu_share": {"baseline": baseline["cpu_share"], "loaded": loaded["cpu_share"]},
         "live": loaded["live"],

@@ -70,6 +70,9 @@ def test_quick_shrinks_only_what_was_not_given_and_bad_values_are_refused(capsys
     with pytest.raises(SystemExit):
         parse(["--runs", "0"])
     assert "--runs is 1 to 16" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse(["--worker-nice", "20"])
+    assert "--worker-nice is 0 to 19" in capsys.readouterr().err
 
 
 def test_benchmarks_section_says_which_targets_are_missed():
