@@ -69,3 +69,11 @@ lint: install
 
 clean:
 	rm -rf var/runs var/log
+
+# Issue 23's load test: N training runs (own workers, bundled echo server) watched by WebSocket
+# clients and polled by API readers, against the same runs alone; loopback only, minutes long.
+# ARGS="--runs 5 --clients 100 --readers 20 --seconds 300" are the defaults; ARGS="--quick" is small.
+.PHONY: loadtest
+loadtest: install demo-model
+	@scripts/ensure_redis.sh
+	$(PY) -m bench.loadtest $(ARGS)

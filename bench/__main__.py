@@ -12,6 +12,9 @@ from bench.common import ROOT, setup_django, write_result
 BENCHMARKS = ["live_latency", "training_overhead", "adapter_overhead", "metric_series", "transcript_list"]
 # Run only when named, on a machine with a GPU (`python -m bench gpu_generation`); shown when recorded.
 GPU_BENCHMARKS = ["gpu_generation"]
+# Minutes long, run only by their own make target (`make loadtest`); shown when recorded.
+ON_DEMAND = ["loadtest", "loadtest_quick"]
+LOAD_HEADING = "## Load: "
 
 
 def render(results: dict[str, dict]) -> str:
@@ -117,6 +120,7 @@ def render(results: dict[str, dict]) -> str:
         ]
     lines += transcript_list_section(results.get("transcript_list"))
     lines += gpu_generation_section(results.get("gpu_generation"))
+    lines += loadtest_section(results.get("loadtest")) + loadtest_section(results.get("loadtest_quick"))
     table = learning_table()
     if table:
         lines += [
@@ -223,6 +227,128 @@ def gpu_generation_section(gpu: dict | None) -> list[str]:
     ]
 
 
+def loadtest_section(load: dict | None) -> list[str]:
+    """`make loadtest` (bench/loadtest.py), shown as recorded: minutes of N training runs."""
+    if not load:
+        return []
+    s = load["settings"]
+    t = load["targets"]
+    api_rows = [
+        f"| API `GET /api/runs/<id>/{name}/` | {v['p50_ms']} | {v['p95_ms']} | {v['p99_ms']} | {v['max_ms']} "
+        f"| {v['count']} |"
+        for name, v in load["api"].items()
+    ]
+    live = load["live"]
+    notes = load["notes"]
+    overhead = load["overhead_ratio"]
+    nice = f", workers at nice {s['worker_nice']}" if s.get("worker_nice") else ""
+    return [
+        f"{LOAD_HEADING}{s['runs']} training runs, {s['clients']} WebSocket clients, {s['readers']} API readers "
+        f"({s['seconds']:g} s window{', --quick' if s.get('quick') else ''}"
+        f"{nice}; {load['date']})",
+        "",
+        "| measure | p50 ms | p95 ms | p99 ms | max ms | samples |",
+        "|---|---|---|---|---|---|",
+        f"| live: trainer logs a step -> a client receives it | {live['p50_ms']} | {live['p95_ms']} "
+        f"| {live['p99_ms']} | {live['max_ms']} | {live['count']} |",
+        *api_rows,
+        "",
+        f"Errors: {load['errors']}. Notes checked by seq: {notes.get('expected', 0)} expected, "
+        f"{load['lost_notes']} lost, {load['duplicated_notes']} duplicated. "
+        + (
+            f"Training: {load['baseline_seconds_per_step']:.3f} s a step without clients, "
+            f"{load['loaded_seconds_per_step']:.3f} s with them (median run), overhead **{overhead}x**. "
+            if overhead else "Training overhead: not measured (a phase logged under two steps in its window). "
+        )
+        + f"Targets live p99 <= {t['live_p99_ms']:g} ms: {'met' if load['checks']['live_p99'] else 'NOT met'}; "
+        f"API p95 <= {t['api_p95_ms']:g} ms: {'met' if load['checks']['api_p95'] else 'NOT met'}; "
+        f"0 errors: {'met' if load['checks']['errors'] else 'NOT met'}; "
+        f"0 lost or duplicated notes: {'met' if load['checks']['notes'] else 'NOT met'}. "
+        f"{load['database']} database; load average at the end {load['load_average']}"
+        + (f" ({load['conditions']})" if load.get("conditions") else "")
+        + ". "
+        + (
+            f"The clients' own event loop ran late by p99 {load['client_loop_lag']['p99_ms']} ms "
+            f"(max {load['client_loop_lag']['max_ms']} ms): that much of the live figure is the "
+            "watchers' process waiting for a core. "
+            if load.get("client_loop_lag")
+            else ""
+        )
+        + _misses(load)
+        + _cpu_sentence(load.get("cpu_share"))
+        + "Made by `make loadtest` (bench/loadtest.py), not part of `make bench`.",
+        "",
+        *([load["closing_note"], ""] if load.get("closing_note") else []),
+    ]
+
+
+def _misses(load: dict) -> str:
+    """By how much each missed latency target is missed."""
+    t = load["targets"]
+    missed = []
+    live = load["live"].get("p99_ms")
+    if live is not None and live > t["live_p99_ms"]:
+        missed.append(f"live p99 by {live - t['live_p99_ms']:.0f} ms ({live / t['live_p99_ms']:.1f}x the target)")
+    for name, v in load["api"].items():
+        p95 = v.get("p95_ms")
+        if p95 is not None and p95 > t["api_p95_ms"]:
+            missed.append(f"{name} p95 by {p95 - t['api_p95_ms']:.0f} ms ({p95 / t['api_p95_ms']:.1f}x)")
+    return f"Missed: {'; '.join(missed)}. " if missed else ""
+
+
+def _cpu_sentence(shares: dict | None) -> str:
+    """Cores' worth of CPU each part of the load test used in its window, alone and loaded."""
+    if not shares or not shares.get("loaded"):
+        return ""
+
+    def part(phase: dict) -> str:
+        return ", ".join(
+            f"{name} {value}" for name, value in phase.items() if value is not None and name != "web_waiting"
+        )
+
+    waiting = shares["loaded"].get("web_waiting")
+    return (
+        f"CPU used in the window, in cores: alone {part(shares.get('baseline') or {})}; "
+        f"loaded {part(shares['loaded'])}. "
+        + (
+            f"Loaded, the web server also spent {waiting} s a second runnable but waiting for a core. "
+            if waiting is not None
+            else ""
+        )
+    )
+
+
+def splice_load_sections() -> None:
+    """Put the recorded load sections into BENCHMARKS.md in place of the old ones, leaving the
+    other sections as they are (`make loadtest` re-measures only its own)."""
+    import json
+
+    recorded = {}
+    for name in ON_DEMAND:
+        path = ROOT / "bench" / "results" / f"{name}.json"
+        if path.exists():
+            recorded[name] = json.loads(path.read_text())
+    new = loadtest_section(recorded.get("loadtest")) + loadtest_section(recorded.get("loadtest_quick"))
+    target = ROOT / "BENCHMARKS.md"
+    old = target.read_text().split("\n") if target.exists() else render({}).split("\n")
+    kept: list[str] = []
+    at = None
+    inside = False
+    for line in old:
+        if line.startswith(LOAD_HEADING):
+            at = len(kept) if at is None else at
+            inside = True
+            continue
+        if inside and line.startswith("## "):
+            inside = False
+        if not inside:
+            kept.append(line)
+    if at is None:
+        following = ("## Training that teaches", "## Conditions of the last run")
+        at = next((i for i, line in enumerate(kept) if line.startswith(following)), len(kept))
+    target.write_text("\n".join(kept[:at] + new + kept[at:]))
+
+
 def learning_table() -> dict | None:
     """The guide's table, a recipe of many minutes that `make bench` does not run: made by
     `make learning-table` (bench/learning_table.py) into
@@ -246,13 +372,20 @@ def main(argv: list[str]) -> int:
         path = write_result(name, result)
         print(f"   {json.dumps({k: v for k, v in result.items() if not isinstance(v, list)})}")
         print(f"   written to {path.relative_to(ROOT)}")
+    render_recorded()
+    return 0
+
+
+def render_recorded() -> None:
+    """BENCHMARKS.md again from every recorded bench/results/*.json."""
+    import json
+
     results = {}
-    for name in BENCHMARKS + GPU_BENCHMARKS:
+    for name in BENCHMARKS + GPU_BENCHMARKS + ON_DEMAND:
         path = ROOT / "bench" / "results" / f"{name}.json"
         if path.exists():
             results[name] = json.loads(path.read_text())
     Path(ROOT / "BENCHMARKS.md").write_text(render(results))
-    return 0
 
 
 if __name__ == "__main__":

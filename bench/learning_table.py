@@ -595,15 +595,9 @@ def _text_table(table: dict[str, Any]) -> str:
 
 def _render_benchmarks() -> None:
     """BENCHMARKS.md again, from every bench/results/*.json (bench/__main__.py's renderer)."""
-    from bench.__main__ import BENCHMARKS, render
+    from bench.__main__ import render_recorded
 
-    root = Path(settings.BASE_DIR)
-    results = {}
-    for name in BENCHMARKS:
-        path = root / "bench" / "results" / f"{name}.json"
-        if path.exists():
-            results[name] = json.loads(path.read_text())
-    (root / "BENCHMARKS.md").write_text(render(results))
+    render_recorded()
 
 
 def main(argv: list[str] | None = None) -> None:
