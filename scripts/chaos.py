@@ -69,17 +69,21 @@ def main(argv: list[str]) -> int:
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     database = "postgres" if reachable(POSTGRES_URL) else "sqlite"
     RECORD.parent.mkdir(parents=True, exist_ok=True)
-    earlier = read_rows(RECORD) if extra else []
-    RECORD.unlink(missing_ok=True)
-    env = {**os.environ, RECORD_ENV: str(RECORD), "ENVLAB_TEST_DATABASES": database}
+    # This run's rows go to a file of their own, merged into RECORD at the end: a run stopped
+    # half-way leaves the earlier rows as they were.
+    fresh_path = RECORD.with_name("rows.new.jsonl")
+    fresh_path.unlink(missing_ok=True)
+    env = {**os.environ, RECORD_ENV: str(fresh_path), "ENVLAB_TEST_DATABASES": database}
     print(f"chaos: the fault tests on {database}; rows in {RECORD}", flush=True)
     code = subprocess.run(
         [PY, str(ROOT / "scripts" / "run_tests.py"), "--", "-m", "chaos", "-p", "no:randomly", "-s", *extra],
         cwd=ROOT, env=env,
     ).returncode
-    fresh = read_rows(RECORD)
+    fresh = read_rows(fresh_path)
+    earlier = read_rows(RECORD) if extra else []
     rows = [row for row in earlier if row["test"] not in {r["test"] for r in fresh}] + fresh
     RECORD.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    fresh_path.unlink(missing_ok=True)
     if not fresh:
         print("chaos: no rows were recorded; RELIABILITY.md left as it was", file=sys.stderr)
         return code or 1
