@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from webapp.catalog.bundled import BUNDLED, BundledError, bundled_start, bundled_stop
 from webapp.catalog.models import BundledServer, CatalogSnapshot, Environment
+from webapp.catalog.names import reserved_name_refusal
 from webapp.catalog.services import (
     EnvironmentRejected,
     environment_container_stop,
@@ -13,8 +15,24 @@ from webapp.catalog.services import (
 )
 
 
+class EnvironmentAdminForm(forms.ModelForm):
+    class Meta:
+        model = Environment
+        fields = "__all__"
+
+    def clean_name(self) -> str:
+        # The bundled servers' names stay theirs here too (webapp.catalog.names): no entry is
+        # given one. An entry keeps the name it has (the bundled entries have theirs).
+        name = str(self.cleaned_data.get("name") or "")
+        refusal = reserved_name_refusal(name) if name != self.instance.name else ""
+        if refusal:
+            raise forms.ValidationError(refusal)
+        return name
+
+
 @admin.register(Environment)
 class EnvironmentAdmin(admin.ModelAdmin):
+    form = EnvironmentAdminForm
     list_display = [
         "name",
         "kind",

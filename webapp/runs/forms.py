@@ -197,12 +197,6 @@ class RunForm(forms.Form):
         help_text="A saved recipe replaces the terms below; its latest version is pinned when the run launches.",
     )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        echo = Environment.objects.filter(name="echo").first()
-        if echo is not None:
-            self.fields["environment"].initial = echo.pk
-
     def config_part(self) -> dict[str, Any]:
         """The config without rewards, from cleaned data; blank numbers take the schema default."""
         data = self.cleaned_data

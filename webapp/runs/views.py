@@ -143,6 +143,8 @@ def run_new(request: HttpRequest) -> HttpResponse:
         posted if mode == "form" else None, initial=REWARD_INITIAL, prefix="rewards"
     )
     echo = _demo_environment(request)
+    if echo is not None:  # the entry the demo trains on, never another user's entry named echo
+        form.fields["environment"].initial = echo.pk
     json_form = RunJsonForm(
         posted if mode == "json" else None,
         initial={"config_json": json.dumps(demo_config(echo.pk if echo else 1), indent=2)},
