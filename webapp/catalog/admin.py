@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
@@ -12,6 +14,7 @@ from webapp.catalog.services import (
     EnvironmentRejected,
     environment_container_stop,
     environment_probe,
+    environment_set_shared,
 )
 
 
@@ -50,6 +53,12 @@ class EnvironmentAdmin(admin.ModelAdmin):
     # The container id is what `docker run` printed: stopping it is the action's job.
     readonly_fields = ["container_id", "checked_at", "created_at"]
     actions = ["probe_selected", "stop_containers"]
+
+    def save_model(self, request: HttpRequest, obj: Environment, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if change and "shared" in form.changed_data and not obj.shared:
+            # As the page and the API do: other users' runs on it stop (security review N10).
+            environment_set_shared(environment=obj, shared=False)
 
     @admin.display(description="tools")
     def tool_names(self, environment: Environment) -> str:

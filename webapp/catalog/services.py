@@ -42,6 +42,7 @@ from webapp.catalog.probe import (
     probe_environments,
 )
 from webapp.catalog.selectors import RUN_CONTAINER, environment_active_runs
+from webapp.catalog.signals import environment_unshared
 from webapp.core.errors import InvalidInput
 
 ORS_CATALOG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}/[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -556,11 +557,17 @@ def environment_probe(*, environment: Environment) -> Environment:
     return environment
 
 
+@transaction.atomic
 def environment_set_shared(*, environment: Environment, shared: bool) -> Environment:
     """Share an entry with every user (they see it and may train on it) or make it private.
-    Who may call this is the caller's check (webapp.catalog.selectors)."""
+    Who may call this is the caller's check (webapp.catalog.selectors). Made private, it is
+    announced (webapp.catalog.signals): the runs app stops other users' runs on it in the
+    same transaction (again when it was private already: runs that should not be there stop
+    too, and stopping is idempotent)."""
     environment.shared = shared
     environment.save(update_fields=["shared"])
+    if not shared:
+        environment_unshared.send(sender=Environment, environment_id=environment.pk)
     return environment
 
 
