@@ -4,10 +4,12 @@ launched through the API too (no worker: they stay queued)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from django.db import IntegrityError, transaction
+from django.urls import reverse
 
 from webapp.catalog.models import Environment
 from webapp.runs.models import Run
@@ -123,3 +125,22 @@ def test_the_database_holds_names_unique_per_owner(owner, outsider):
         Environment.objects.create(owner=owner, name="lab", base_url="http://127.0.0.1:10")
 
     assert _catalog() == [("lab", "outsider", False), ("lab", "owner", False)]
+
+
+def test_the_run_form_tells_two_entries_of_one_name_apart(owner_client, owner, outsider):
+    mine = Environment.objects.create(owner=owner, name="lab", base_url="http://127.0.0.1:9")
+    theirs = Environment.objects.create(owner=outsider, name="lab", base_url="http://127.0.0.1:9", shared=True)
+    bundled = Environment.objects.create(
+        owner=outsider, name="echo", base_url="http://127.0.0.1:9", shared=True, metadata={"bundled": "echo"}
+    )
+    Environment.objects.create(owner=outsider, name="lab-private", base_url="http://127.0.0.1:9")
+
+    content = owner_client.get(reverse("run-new")).content.decode()
+
+    options = re.findall(r'<option value="(\d+)"(?: selected)?>([^<]*)</option>', content)
+    assert [(int(pk), label) for pk, label in options if int(pk) in (mine.pk, theirs.pk, bundled.pk)] == [
+        (bundled.pk, "echo (unknown), bundled"),
+        (mine.pk, "lab (unknown)"),
+        (theirs.pk, "lab (unknown), shared by outsider"),
+    ]
+    assert "lab-private" not in content

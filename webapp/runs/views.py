@@ -138,6 +138,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
     form = RunForm(posted if mode == "form" else None, initial={"model": initial_model} if initial_model else None)
     # Only environments the user may see are offered (run_launch refuses the others too).
     form.fields["environment"].queryset = environments_visible_to(user=request.user)
+    form.fields["environment"].viewer_id = request.user.pk
     form.fields["reward_recipe"].queryset = recipes_visible_to(user=request.user)
     rewards = RewardFormSet(
         posted if mode == "form" else None, initial=REWARD_INITIAL, prefix="rewards"
