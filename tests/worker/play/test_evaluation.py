@@ -290,7 +290,7 @@ def test_wordle_and_sudoku_columns_from_the_episode_attributes(api, owner, app, 
 
     with run_env_server(app, {"ENABLE_WEB_INTERFACE": "false"}) as url:
         response = api.post(
-            "/api/environments/", {"name": key, "base_url": url, "capacity": 8}, format="json"
+            "/api/environments/", {"name": f"my-{key}", "base_url": url, "capacity": 8}, format="json"
         )
         assert response.status_code == 201, response.json()
         evaluation = evaluation_create(
