@@ -90,7 +90,7 @@ def main(steps: int = STEPS, plumbing: bool = False) -> dict[str, Any]:
     steps = 2 if plumbing else steps
     results: dict[str, dict[str, Any]] = {}
     with run_env_server("envs.echo.server:app") as url:
-        env = environment_register(owner=user, name="echo", base_url=url, capacity=256)
+        env = environment_register(owner=user, name="echo-bench", base_url=url, capacity=256)
         worker = start_worker(
             "bench-gpu-worker", queues="train,train-cuda-1,train-vllm-1,default",
             ENVLAB_MODELS_DIR=str(settings.MODELS_DIR), DJANGO_SETTINGS_MODULE="webapp.settings.local",

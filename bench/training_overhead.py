@@ -70,7 +70,7 @@ def main(rounds: int = 5) -> dict[str, Any]:
     last_config: dict[str, Any] = {}
     worker_times: list[float] = []
     with run_env_server("envs.echo.server:app") as url:
-        env = environment_register(owner=user, name="echo", base_url=url, capacity=64)
+        env = environment_register(owner=user, name="echo-bench", base_url=url, capacity=64)
         worker = start_worker("bench-worker", ENVLAB_MODELS_DIR=str(settings.MODELS_DIR),
                               DJANGO_SETTINGS_MODULE="webapp.settings.local")
         try:

@@ -44,7 +44,7 @@ def fuzz_headers(transactional_db, echo_url) -> dict[str, str]:
     from webapp.catalog.services import environment_register
 
     user = get_user_model().objects.create_user("fuzzer", password="fuzzer-password-long")
-    environment_register(owner=user, name="echo", base_url=echo_url)
+    environment_register(owner=user, name="echo-server", base_url=echo_url)
     _, token = AuthToken.objects.create(user=user, expiry=None)
     return {"Authorization": f"Token {token}"}
 

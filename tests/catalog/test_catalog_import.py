@@ -336,12 +336,12 @@ def test_register_an_entry_with_the_url_of_a_running_server(
     identifier = identifier_of(built_catalog, "echo")
 
     environment = catalog_entry_register(
-        owner=owner, snapshot=snapshot, identifier=identifier, base_url=echo_url + "/"
+        owner=owner, snapshot=snapshot, identifier=identifier, base_url=echo_url + "/", name="my-echo"
     )
 
     environment.refresh_from_db()
     assert (environment.name, environment.base_url, environment.kind, environment.status) == (
-        "echo",
+        "my-echo",
         echo_url,
         "openenv",
         "healthy",
@@ -364,7 +364,7 @@ def test_registration_refusals_name_the_field_and_write_nothing(
 ) -> None:
     snapshot = catalog_snapshot_import(owner=owner, raw=built_catalog["raw"], name="example")
     echo, maze = identifier_of(built_catalog, "echo"), identifier_of(built_catalog, "maze_env")
-    Environment.objects.create(name="taken", base_url="http://127.0.0.1:9")
+    Environment.objects.create(owner=owner, name="taken", base_url="http://127.0.0.1:9")
     down = f"http://127.0.0.1:{free_port()}"
     cases = [
         (
@@ -401,7 +401,15 @@ def test_registration_refusals_name_the_field_and_write_nothing(
         ),
         (
             {"identifier": echo, "base_url": down, "name": "taken"},
-            {"name": ["an environment named 'taken' already exists; give another name"]},
+            {"name": ["you already have an environment named 'taken'"]},
+        ),
+        (
+            # The entry's own name, 'echo', is the bundled server's: reserved, refused before anything starts.
+            {"identifier": echo, "base_url": down, "name": ""},
+            {"name": [
+                "'echo' is reserved for the bundled environments (echo, wordle, catch, sudoku, mcpdemo, "
+                "ors, their '-bundled' names and names starting with 'ors-', in any case): give another name"
+            ]},
         ),
         (
             {"identifier": echo, "base_url": down},
@@ -413,7 +421,8 @@ def test_registration_refusals_name_the_field_and_write_nothing(
     ]
     for arguments, errors in cases:
         with pytest.raises(EnvironmentRejected) as refused:
-            catalog_entry_register(owner=owner, snapshot=snapshot, **arguments)
+            # A name of the user's unless the case gives one (the echo entry's own is reserved).
+            catalog_entry_register(owner=owner, snapshot=snapshot, **{"name": "my-echo", **arguments})
 
         assert refused.value.errors == errors, arguments
     assert list(Environment.objects.values_list("name", flat=True)) == ["taken"]
@@ -548,7 +557,14 @@ def test_api_register_an_entry(api: Any, built_catalog: dict[str, Any], echo_url
     )
 
     assert missing_url.status_code == 400
-    assert missing_url.json() == {"base_url": ["give the URL of a server that runs this entry"]}
+    assert missing_url.json() == {
+        # The entry's own name is the bundled server's, which is reserved (webapp.catalog.names).
+        "name": [
+            "'wordle' is reserved for the bundled environments (echo, wordle, catch, sudoku, mcpdemo, "
+            "ors, their '-bundled' names and names starting with 'ors-', in any case): give another name"
+        ],
+        "base_url": ["give the URL of a server that runs this entry"],
+    }
     assert registered.status_code == 201, registered.json()
     body = registered.json()
     assert (body["name"], body["base_url"], body["status"], body["kind"]) == (
@@ -617,7 +633,7 @@ def test_page_flow_upload_list_register_with_url(
     register_url = reverse("catalog-entry-register", args=[snapshot.pk])
     identifier = identifier_of(built_catalog, "echo")
     down = f"http://127.0.0.1:{free_port()}"
-    refused = owner_client.post(register_url, {"identifier": identifier, "base_url": down})
+    refused = owner_client.post(register_url, {"identifier": identifier, "base_url": down, "name": "my-echo"})
 
     assert refused.status_code == 200
     content = refused.content.decode()
@@ -633,20 +649,20 @@ def test_page_flow_upload_list_register_with_url(
     assert Environment.objects.count() == 0
 
     registered = owner_client.post(
-        register_url, {"identifier": identifier, "base_url": echo_url}, follow=True
+        register_url, {"identifier": identifier, "base_url": echo_url, "name": "my-echo"}, follow=True
     )
 
     environment = Environment.objects.get()
     assert registered.redirect_chain == [(detail_url, 302)]
     assert (environment.name, environment.base_url, environment.status) == (
-        "echo",
+        "my-echo",
         echo_url,
         "healthy",
     )
     assert environment.metadata["catalog_entry"] == identifier
     assert environment.metadata["catalog_snapshot"] == snapshot.pk
     content = registered.content.decode()
-    assert html.escape(f"Registered environment 'echo' at {echo_url}.") in content
+    assert html.escape(f"Registered environment 'my-echo' at {echo_url}.") in content
     assert (
         f'<a class="entry-registered" href="{reverse("environment-detail", args=[environment.pk])}">'
         f"environment #{environment.pk}</a>"

@@ -222,7 +222,7 @@ def test_registering_a_harbor_server_stores_its_catalog(
 def test_an_openenv_server_is_not_taken_for_a_harbor_one(api: Any, echo_url: str) -> None:
     response = api.post(
         "/api/environments/",
-        {"name": "echo", "kind": "harbor", "base_url": echo_url},
+        {"name": "my-echo", "kind": "harbor", "base_url": echo_url},
         format="json",
     )
     assert response.status_code == 400

@@ -118,30 +118,54 @@ def test_shared_and_capacity_apply_to_every_entry(api, ors_url):
     ]
 
 
-def test_one_name_taken_refuses_the_whole_set_and_changes_nothing(api, outsider, ors_url):
-    Environment.objects.create(owner=outsider, name="lab-guessnumber", base_url="http://127.0.0.1:9")
+def test_one_name_taken_refuses_the_whole_set_and_changes_nothing(api, owner, ors_url):
+    Environment.objects.create(owner=owner, name="lab-guessnumber", base_url="http://127.0.0.1:9")
     before = _catalog()
 
     response = api.post("/api/environments/", {"name": "lab", "base_url": ors_url}, format="json")
 
     assert response.status_code == 400
     assert response.json() == {"name": [
-        "the server hosts 2 environments, to be named lab-echo, lab-guessnumber; lab-guessnumber "
-        "already exists, so none was registered: give another name, or register one environment "
+        "the server hosts 2 environments, to be named lab-echo, lab-guessnumber; you already have "
+        "lab-guessnumber, so none was registered: give another name, or register one environment "
         "with ors_env"
     ]}
     assert _catalog() == before == [
-        ("lab-guessnumber", "outsider", "openenv", "http://127.0.0.1:9", "unknown", None, False)
+        ("lab-guessnumber", "owner", "openenv", "http://127.0.0.1:9", "unknown", None, False)
     ]
 
 
-def test_the_given_name_itself_must_be_free_too(api, ors_url):
-    Environment.objects.create(name="lab", base_url="http://127.0.0.1:9")
+def test_another_users_names_do_not_stand_in_the_way(api, outsider, ors_url):
+    """Names are unique per owner (security review K5): an outsider's private entry of one of
+    the names neither refuses the set nor is mentioned."""
+    Environment.objects.create(owner=outsider, name="lab-guessnumber", base_url="http://127.0.0.1:9")
+
+    response = api.post("/api/environments/", {"name": "lab", "base_url": ors_url}, format="json")
+
+    assert response.status_code == 201, response.json()
+    assert [(e["name"], e["owner"]) for e in response.json()["registered"]] == [
+        ("lab-echo", "owner"), ("lab-guessnumber", "owner")
+    ]
+    assert sorted((e[0], e[1]) for e in _catalog()) == [
+        ("lab-echo", "owner"), ("lab-guessnumber", "outsider"), ("lab-guessnumber", "owner")
+    ]
+
+
+def test_a_bundled_name_among_the_entries_refuses_the_set(api, ors_url):
+    response = api.post("/api/environments/", {"name": "ors", "base_url": ors_url}, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["name"][0].startswith("'ors' is reserved for the bundled environments")
+    assert _catalog() == []
+
+
+def test_the_given_name_itself_must_be_free_too(api, owner, ors_url):
+    Environment.objects.create(owner=owner, name="lab", base_url="http://127.0.0.1:9")
 
     response = api.post("/api/environments/", {"name": "lab", "base_url": ors_url}, format="json")
 
     assert response.status_code == 400
-    assert response.json() == {"name": ["an environment named 'lab' already exists"]}
+    assert response.json() == {"name": ["you already have an environment named 'lab'"]}
     assert [e[0] for e in _catalog()] == ["lab"]
 
 
@@ -150,10 +174,10 @@ def test_a_name_taken_by_a_concurrent_request_rolls_the_set_back(api, ors_url, m
     # between the name check and the insert is simulated by doing just that inside the check.
     real_check = services._names_taken
 
-    def check_then_lose_the_race(names: list[str]) -> dict[str, list[str]]:
-        answer = real_check(names)
+    def check_then_lose_the_race(**kwargs: Any) -> dict[str, list[str]]:
+        answer = real_check(**kwargs)
         if not Environment.objects.filter(name="lab-guessnumber").exists():
-            Environment.objects.create(name="lab-guessnumber", base_url="http://127.0.0.1:9")
+            Environment.objects.create(owner=kwargs["owner"], name="lab-guessnumber", base_url="http://127.0.0.1:9")
         return answer
 
     monkeypatch.setattr(services, "_names_taken", check_then_lose_the_race)
@@ -288,8 +312,8 @@ def test_the_form_with_ors_env_registers_one_and_opens_it(owner_client, ors_url)
     assert (environment.name, environment.metadata["ors_env"]) == ("echo-only", "echo")
 
 
-def test_the_form_shows_a_name_clash_next_to_the_name_and_stores_nothing(owner_client, ors_url):
-    Environment.objects.create(name="lab-echo", base_url="http://127.0.0.1:9")
+def test_the_form_shows_a_name_clash_next_to_the_name_and_stores_nothing(owner_client, owner, ors_url):
+    Environment.objects.create(owner=owner, name="lab-echo", base_url="http://127.0.0.1:9")
     before = _catalog()
 
     response = owner_client.post(reverse("environment-list"), _form(name="lab", base_url=ors_url))
@@ -299,7 +323,7 @@ def test_the_form_shows_a_name_clash_next_to_the_name_and_stores_nothing(owner_c
     name_field = content.split('<div class="field" id="field-name">', 1)[1].split("</div>", 1)[0]
     assert (
         '<p class="field-error">the server hosts 2 environments, to be named lab-echo, '
-        "lab-guessnumber; lab-echo already exists, so none was registered: give another name, "
+        "lab-guessnumber; you already have lab-echo, so none was registered: give another name, "
         "or register one environment with ors_env</p>"
     ) in name_field
     assert 'id="registered-set"' not in content

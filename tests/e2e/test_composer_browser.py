@@ -11,6 +11,7 @@ import re
 
 import pytest
 
+from tests.e2e.helpers import register_lab_entry
 from webapp.jobs.models import Job
 from webapp.rewards.models import RewardRecipe
 from webapp.runs.models import Rollout, Run
@@ -41,7 +42,7 @@ def _login(page, web: str, path: str) -> None:
 
 @pytest.mark.slow
 def test_compose_the_wordle_recipe_save_it_dry_run_it_and_see_the_histogram(api, wordle_url, worker, web, browser):
-    env_id = api.post("/api/environments/", {"name": "wordle", "base_url": wordle_url}, format="json").json()["id"]
+    env_id = register_lab_entry(api, "wordle", wordle_url)
     page = browser.new_page()
     _login(page, web, "/rewards/new/")
     page.wait_for_selector("#composer-page[data-mode=new]")
@@ -131,7 +132,7 @@ def test_preview_scores_a_stored_rollout_with_the_draft_and_shows_the_tree_as_te
 
 @pytest.mark.slow
 def test_play_a_fresh_episode_with_an_unsaved_draft_and_see_its_tree_and_transcript(api, wordle_url, worker, web, browser):
-    env_id = api.post("/api/environments/", {"name": "wordle", "base_url": wordle_url}, format="json").json()["id"]
+    env_id = register_lab_entry(api, "wordle", wordle_url)
     page = browser.new_page()
     _login(page, web, "/rewards/new/")
     page.wait_for_selector("#composer-page[data-mode=new]")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.helpers import wait_for
+from tests.e2e.helpers import register_lab_entry, wait_for
 from webapp.jobs.models import Job
 from webapp.runs.models import Rollout, Run
 
@@ -24,7 +24,7 @@ TERMS = [
 
 
 def test_a_solver_episode_is_played_by_a_worker_and_scored_with_the_tree(api, wordle_url, worker):
-    env_id = api.post("/api/environments/", {"name": "wordle", "base_url": wordle_url}, format="json").json()["id"]
+    env_id = register_lab_entry(api, "wordle", wordle_url)
 
     response = api.post(
         "/api/reward-recipes/preview/",

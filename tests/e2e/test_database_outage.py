@@ -87,7 +87,7 @@ def lab(echo_url) -> Iterator[Lab]:
         web = start_web(port, name="web-db-outage", DATABASE_URL=url, REDIS_URL=lab_redis_url())
         lab = Lab(cluster, url, f"http://127.0.0.1:{port}")
         answer = lab.post(
-            "/api/environments/", {"name": "echo", "base_url": echo_url, "capacity": 64}
+            "/api/environments/", {"name": "echo-server", "base_url": echo_url, "capacity": 64}
         )
         assert answer.status_code == 201, answer.text
         lab.env_id = int(answer.json()["id"])  # type: ignore[attr-defined]

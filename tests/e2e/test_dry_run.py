@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.helpers import wait_for
+from tests.e2e.helpers import register_lab_entry, wait_for
 from webapp.jobs.models import Job
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -32,7 +32,7 @@ def _dry_run(api, recipe: int, env_id: int, policy: str) -> dict:
 
 
 def test_random_gives_every_group_one_reward_and_the_solver_a_spread(api, wordle_url, worker):
-    env_id = api.post("/api/environments/", {"name": "wordle", "base_url": wordle_url}, format="json").json()["id"]
+    env_id = register_lab_entry(api, "wordle", wordle_url)
     recipe = api.post("/api/reward-recipes/", {"name": "guide", "terms": GUIDE}, format="json").json()["id"]
 
     random_report = _dry_run(api, recipe, env_id, "random")
@@ -49,7 +49,7 @@ def test_random_gives_every_group_one_reward_and_the_solver_a_spread(api, wordle
 
 @pytest.mark.browser
 def test_the_job_page_follows_the_dry_run_and_draws_its_histograms(api, wordle_url, worker, web, browser):
-    env_id = api.post("/api/environments/", {"name": "wordle", "base_url": wordle_url}, format="json").json()["id"]
+    env_id = register_lab_entry(api, "wordle", wordle_url)
     recipe = api.post("/api/reward-recipes/", {"name": "guide", "terms": GUIDE}, format="json").json()["id"]
     job_id = api.post(
         f"/api/reward-recipes/{recipe}/dry-run/",

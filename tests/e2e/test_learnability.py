@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.helpers import wait_for
+from tests.e2e.helpers import register_lab_entry, wait_for
 from webapp.jobs.models import Job
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -38,7 +38,7 @@ def _card(api, recipe: int, env_id: int) -> tuple[int, dict]:
 
 
 def test_the_guides_recipe_is_learnable_and_a_gamed_one_warns(api, wordle_url, worker, client, owner):
-    env_id = api.post("/api/environments/", {"name": "wordle", "base_url": wordle_url}, format="json").json()["id"]
+    env_id = register_lab_entry(api, "wordle", wordle_url)
     guide = api.post("/api/reward-recipes/", {"name": "guide", "terms": GUIDE}, format="json").json()["id"]
     gamed = api.post("/api/reward-recipes/", {"name": "gamed", "terms": GAMED}, format="json").json()["id"]
 
@@ -72,7 +72,7 @@ def test_the_guides_recipe_is_learnable_and_a_gamed_one_warns(api, wordle_url, w
 
 @pytest.mark.browser
 def test_the_environment_page_form_queues_a_card_and_the_job_page_draws_it(api, wordle_url, worker, web, browser):
-    env_id = api.post("/api/environments/", {"name": "wordle", "base_url": wordle_url}, format="json").json()["id"]
+    env_id = register_lab_entry(api, "wordle", wordle_url)
     api.post("/api/reward-recipes/", {"name": "guide", "terms": GUIDE}, format="json")
     page = browser.new_page()
     page.goto(f"{web}/login/?next=/environments/{env_id}/")

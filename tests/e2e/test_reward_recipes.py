@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.helpers import metric_steps, wait_status
+from tests.e2e.helpers import metric_steps, register_lab_entry, wait_status
 from webapp.rewards.scoring import Episode, recipe_total
 from webapp.rewards.terms import RewardTerm
 from webapp.runs.models import Rollout, Run
@@ -34,10 +34,7 @@ LEAVES = ["win", "greens", "invalid", "called_then_outcome", "called", "some_gre
 
 
 def test_a_recipe_run_logs_every_term_and_its_totals_follow_the_tree(api, wordle_url, worker):
-    registered = api.post(
-        "/api/environments/", {"name": "wordle", "base_url": wordle_url}, format="json"
-    )
-    assert registered.status_code == 201, registered.json()
+    env_id = register_lab_entry(api, "wordle", wordle_url)
     recipe = api.post(
         "/api/reward-recipes/", {"name": "wordle tree", "terms": TERMS[:3]}, format="json"
     ).json()
@@ -50,7 +47,7 @@ def test_a_recipe_run_logs_every_term_and_its_totals_follow_the_tree(api, wordle
         "name": "recipe run",
         "model": "demo:echo",
         "environments": [
-            {"environment": registered.json()["id"], "name": "wordle", "prompt": "Play Wordle with the guess tool.", "rows": 8}
+            {"environment": env_id, "name": "wordle", "prompt": "Play Wordle with the guess tool.", "rows": 8}
         ],
         "rewards": {"recipe": recipe["id"]},
         "grpo": {

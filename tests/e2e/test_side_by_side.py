@@ -15,7 +15,7 @@ import pytest
 from envs.catch.server import new_game
 from envs.wordle.rules import score_guess
 from envs.wordle.server import secret_for_seed
-from tests.e2e.helpers import wait_for
+from tests.e2e.helpers import register_lab_entry, wait_for
 from tests.envs.servers import run_env_server
 from tests.envs.wire import SERVER_ENV
 from webapp.evaluations.arena.sidebyside import ColumnRef, side_by_side
@@ -37,9 +37,7 @@ def game_urls() -> Iterator[dict[str, str]]:
 
 
 def _register(api: Any, name: str, url: str) -> int:
-    response = api.post("/api/environments/", {"name": name, "base_url": url, "capacity": 8}, format="json")
-    assert response.status_code == 201, response.json()
-    return int(response.json()["id"])
+    return register_lab_entry(api, name, url, capacity=8)
 
 
 def _played(api: Any, worker: Any, environment: int, model: str) -> int:

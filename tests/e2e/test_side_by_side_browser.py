@@ -13,7 +13,7 @@ import pytest
 
 from envs.wordle.rules import score_guess
 from envs.wordle.server import secret_for_seed
-from tests.e2e.helpers import wait_status
+from tests.e2e.helpers import register_lab_entry, wait_status
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.runs.checkpoints import run_checkpoints
 from webapp.runs.models import Run
@@ -47,15 +47,12 @@ GRPO = {
 
 
 def _wordle_run(api: Any, wordle_url: str, worker: Any) -> Run:
-    registered = api.post(
-        "/api/environments/", {"name": "wordle", "base_url": wordle_url, "capacity": 8}, format="json"
-    )
-    assert registered.status_code == 201, registered.json()
+    env_id = register_lab_entry(api, "wordle", wordle_url, capacity=8)
     config = {
         "name": "wordle-sbs",
         "model": "demo:echo",
         "environments": [
-            {"environment": registered.json()["id"], "name": "wordle", "prompt": PROMPT, "rows": 8}
+            {"environment": env_id, "name": "wordle", "prompt": PROMPT, "rows": 8}
         ],
         "rewards": [{"name": "env_reward", "kind": "env_reward", "weight": 1.0}],
         "warmup": WARMUP,

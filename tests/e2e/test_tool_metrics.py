@@ -77,7 +77,7 @@ def mcpdemo_url():
 
 
 def register_mcpdemo(api, url: str) -> dict:
-    response = api.post("/api/environments/", {"name": "mcpdemo", "base_url": url}, format="json")
+    response = api.post("/api/environments/", {"name": "my-mcpdemo", "base_url": url}, format="json")
     assert response.status_code == 201, response.json()
     return response.json()
 

@@ -15,7 +15,14 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from tests.e2e.helpers import metric_steps, register_echo, run_config, wait_for, wait_status
+from tests.e2e.helpers import (
+    metric_steps,
+    register_echo,
+    register_lab_entry,
+    run_config,
+    wait_for,
+    wait_status,
+)
 from tests.envs.servers import run_env_server
 from webapp.runs.checkpoints import warmup_model_dir
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
@@ -91,11 +98,7 @@ def well_formed_first_moves(path: Path) -> int:
 
 
 def register_catch(api: Any, url: str) -> int:
-    response = api.post(
-        "/api/environments/", {"name": "catch", "base_url": url, "capacity": 8}, format="json"
-    )
-    assert response.status_code == 201, response.json()
-    return int(response.json()["id"])
+    return register_lab_entry(api, "catch", url, capacity=8)
 
 
 def catch_warmup_config(env_id: int, **warmup: Any) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from webapp.catalog.bundled import (
     process_is_ours,
 )
 from webapp.catalog.models import BundledServer, Environment
-from webapp.catalog.services import environment_register
+from webapp.catalog.services import EnvironmentRejected, environment_register
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -204,23 +204,38 @@ def test_register_creates_a_healthy_entry_then_refreshes_it_in_place() -> None:
     assert Environment.objects.get().shared is True
 
 
+def test_no_user_may_register_a_bundled_name() -> None:
+    """Security review N5: taking a bundled server's name first would make a user the owner
+    of what everyone takes for the bundled entry; the names are reserved, in any case."""
+    squatter = User.objects.create_user("squatter", password="pw-squatter-1")
+    server = bundled_start(key="echo", capacity=2)
+
+    for name in ("echo", "Wordle", "ors-tictactoe", "catch-bundled"):
+        with pytest.raises(EnvironmentRejected) as refused:
+            environment_register(owner=squatter, name=name, base_url=server.url, capacity=2)
+        assert refused.value.errors == {"name": [
+            f"'{name}' is reserved for the bundled environments (echo, wordle, catch, sudoku, mcpdemo, "
+            "ors, their '-bundled' names and names starting with 'ors-', in any case): give another name"
+        ]}
+    assert Environment.objects.count() == 0
+
+
 def test_a_user_who_took_the_name_first_does_not_own_the_shared_entry() -> None:
-    """Security review N5: a user's own `echo`, registered before the operator started the
-    server, stays theirs and private; the bundled entry every user trains on is another one."""
-    from webapp.catalog.services import environment_set_shared
+    """Security review N5: a user's own `echo` (a row from before the names were reserved)
+    stays theirs and private; the bundled entry every user trains on is another one, of the
+    same name (names are unique per owner), owned by the operator who registered it."""
     from webapp.runs.demo import demo_environment
 
     squatter = User.objects.create_user("squatter", password="pw-squatter-1")
     operator = User.objects.create_user("operator", password="pw-operator-1")
     outsider = User.objects.create_user("outsider", password="pw-outsider-1")
     server = bundled_start(key="echo", capacity=2)
-    own = environment_register(owner=squatter, name="echo", base_url=server.url, capacity=2)
-    environment_set_shared(environment=own, shared=True)  # offered to everyone, pointed anywhere
+    own = Environment.objects.create(owner=squatter, name="echo", base_url=server.url, shared=True)
 
     (bundled_entry,) = bundled_register(key="echo", owner=operator)
 
-    assert (bundled_entry.name, bundled_entry.owner, bundled_entry.shared) == ("echo-bundled", operator, True)
-    assert bundled_entry.metadata["bundled"] == "echo"
+    assert (bundled_entry.name, bundled_entry.owner, bundled_entry.shared) == ("echo", operator, True)
+    assert bundled_entry.pk != own.pk and bundled_entry.metadata["bundled"] == "echo"
     own.refresh_from_db()
     assert (own.name, own.owner, "bundled" in own.metadata) == ("echo", squatter, False)
     # The demo run trains on the bundled entry, not on whatever another user named echo.
@@ -228,6 +243,19 @@ def test_a_user_who_took_the_name_first_does_not_own_the_shared_entry() -> None:
     assert demo_environment(user=squatter) == bundled_entry
     (again,) = bundled_register(key="echo", owner=None)  # a refresh keeps to the same entry
     assert again.pk == bundled_entry.pk and Environment.objects.count() == 2
+
+
+def test_an_operator_with_an_own_entry_of_the_name_gets_the_bundled_one_apart() -> None:
+    operator = User.objects.create_user("operator", password="pw-operator-1")
+    server = bundled_start(key="echo", capacity=2)
+    own = Environment.objects.create(owner=operator, name="echo", base_url="http://127.0.0.1:9")
+
+    (bundled_entry,) = bundled_register(key="echo", owner=operator)
+
+    assert (bundled_entry.name, bundled_entry.owner, bundled_entry.shared) == ("echo-bundled", operator, True)
+    assert bundled_entry.base_url == server.url
+    own.refresh_from_db()
+    assert (own.name, own.base_url, own.shared, own.metadata) == ("echo", "http://127.0.0.1:9", False, {})
 
 
 def test_register_refuses_a_server_that_is_not_running() -> None:

@@ -360,7 +360,7 @@ def test_register_form_shows_service_errors_next_to_fields_and_stores_nothing(
 
     content = response.content.decode()
     assert response.status_code == 200
-    assert html.escape("an environment named 'echo' already exists") in field_block(
+    assert html.escape("'echo' is reserved for the bundled environments (echo, wordle,") in field_block(
         content, "field-name"
     )
     assert "base_url must be an http:// or https:// URL with a host" in field_block(

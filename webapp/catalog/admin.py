@@ -1,20 +1,41 @@
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from webapp.catalog.bundled import BUNDLED, BundledError, bundled_start, bundled_stop
 from webapp.catalog.models import BundledServer, CatalogSnapshot, Environment
+from webapp.catalog.names import reserved_name_refusal
 from webapp.catalog.services import (
     EnvironmentRejected,
     environment_container_stop,
     environment_probe,
+    environment_set_shared,
 )
+
+
+class EnvironmentAdminForm(forms.ModelForm):
+    class Meta:
+        model = Environment
+        fields = "__all__"
+
+    def clean_name(self) -> str:
+        # The bundled servers' names stay theirs here too (webapp.catalog.names): no entry is
+        # given one. An entry keeps the name it has (the bundled entries have theirs).
+        name = str(self.cleaned_data.get("name") or "")
+        refusal = reserved_name_refusal(name) if name != self.instance.name else ""
+        if refusal:
+            raise forms.ValidationError(refusal)
+        return name
 
 
 @admin.register(Environment)
 class EnvironmentAdmin(admin.ModelAdmin):
+    form = EnvironmentAdminForm
     list_display = [
         "name",
         "kind",
@@ -32,6 +53,12 @@ class EnvironmentAdmin(admin.ModelAdmin):
     # The container id is what `docker run` printed: stopping it is the action's job.
     readonly_fields = ["container_id", "checked_at", "created_at"]
     actions = ["probe_selected", "stop_containers"]
+
+    def save_model(self, request: HttpRequest, obj: Environment, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if change and "shared" in form.changed_data and not obj.shared:
+            # As the page and the API do: other users' runs on it stop (security review N10).
+            environment_set_shared(environment=obj, shared=False)
 
     @admin.display(description="tools")
     def tool_names(self, environment: Environment) -> str:

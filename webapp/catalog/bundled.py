@@ -37,6 +37,7 @@ from django.utils import timezone
 from envs.ports import free_port
 from envs.registry import BUNDLED, HOST, BundledSpec, uvicorn_command
 from webapp.catalog.models import BundledServer, Environment
+from webapp.catalog.names import BUNDLED_SUFFIX, own_names_taken
 from webapp.catalog.probe import ProbeError, ors_environments
 from webapp.catalog.services import environment_probe, environment_register
 
@@ -442,10 +443,12 @@ def bundled_register(*, key: str, owner: AbstractBaseUser | None) -> list[Enviro
     """Register (or refresh) the catalog entries of a running bundled server.
 
     An OpenEnv server is one entry named `key`; the ORS server one entry per hosted
-    environment, named `ors-<env>`. The bundled entry of that name gets the server's URL
-    and capacity and is re-probed; where someone's own entry has the name, the bundled one is
-    `<name>-bundled` (theirs stays theirs, and never becomes the shared entry). Raises BundledError (server not running or not an
-    environment server) or EnvironmentRejected (registration refused).
+    environment, named `ors-<env>` (names no user may register: webapp.catalog.names). The
+    entry marked as this server's gets the server's URL and capacity and is re-probed; a new
+    one is owned by `owner` and shared. Where `owner` has an entry of that name of their own,
+    the bundled one is `<name>-bundled` (theirs stays theirs, and never becomes the shared
+    entry). Raises BundledError (server not running or not an environment server) or
+    EnvironmentRejected (registration refused).
     """
     spec = bundled_spec(key)
     server = BundledServer.objects.filter(key=key).first()
@@ -481,17 +484,22 @@ def _register_one(
     capacity: int | None,
 ) -> Environment:
     marks: dict[str, object] = {"bundled": spec.key, **({"ors_env": ors_env} if ors_env else {})}
-    existing = Environment.objects.filter(name=name).first()
-    if existing is not None and (existing.metadata or {}).get("bundled") != spec.key:
-        # Someone's own entry of that name (registered before the server started): it stays
-        # theirs and apart. Taking it over would make them the owner of the entry every user
-        # sees and trains on, free to un-share it from everyone (security review N5).
-        name = f"{name}-bundled"
-        existing = Environment.objects.filter(name=name).first()
-        if existing is not None and (existing.metadata or {}).get("bundled") != spec.key:
+    # The bundled entry is the one marked as this server's, whoever registered it. Its names
+    # are reserved (webapp.catalog.names), so no user's entry can be taken for it (review N5);
+    # a `<name>-bundled` entry comes from before names were reserved, or from an operator who
+    # had an entry of that name of their own.
+    existing = (
+        Environment.objects.filter(metadata__bundled=spec.key, name__in=[name, f"{name}{BUNDLED_SUFFIX}"])
+        .order_by("pk")
+        .first()
+    )
+    if existing is None and own_names_taken(owner=owner, names=[name]):
+        name = f"{name}{BUNDLED_SUFFIX}"
+        if own_names_taken(owner=owner, names=[name]):
             raise BundledError(
-                f"the names '{name.removesuffix('-bundled')}' and '{name}' are taken by entries that are "
-                "not this bundled server: rename one of them, then start it again"
+                f"the names '{name.removesuffix(BUNDLED_SUFFIX)}' and '{name}' are taken by entries of "
+                "the registering user that are not this bundled server: rename one of them, then "
+                "start it again"
             )
     if existing is None:
         environment = environment_register(
@@ -501,6 +509,7 @@ def _register_one(
             kind=spec.kind,
             capacity=capacity,
             ors_env=ors_env,
+            allow_reserved_name=True,
         )
         with transaction.atomic():
             environment.metadata = {**(environment.metadata or {}), **marks}

@@ -17,7 +17,9 @@ class Environment(models.Model):
         HEALTHY = "healthy", "Healthy"
         UNHEALTHY = "unhealthy", "Unhealthy"
 
-    name = models.CharField(max_length=100, unique=True)
+    # Unique per owner only (Meta.constraints); the bundled servers' names are reserved
+    # (webapp.catalog.names). Everything reaches an entry by its id.
+    name = models.CharField(max_length=100, db_index=True)
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.OPENENV)
     base_url = models.URLField(max_length=500)
     owner = models.ForeignKey(
@@ -41,8 +43,11 @@ class Environment(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["name"]
+        ordering = ["name", "pk"]
         permissions = [("run_container", "Can register container images (runs them on the host's Docker)")]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="catalog_environment_name_per_owner"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.kind})"

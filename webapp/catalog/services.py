@@ -34,6 +34,7 @@ from webapp.catalog.capacity import (
     CAPACITY_PROBED,
 )
 from webapp.catalog.models import Environment
+from webapp.catalog.names import name_is_reserved, own_names_taken, reserved_name_refusal
 from webapp.catalog.probe import (
     CapacityResult,
     ProbeError,
@@ -44,6 +45,7 @@ from webapp.catalog.probe import (
     probe_environments,
 )
 from webapp.catalog.selectors import RUN_CONTAINER, environment_active_runs
+from webapp.catalog.signals import environment_unshared
 from webapp.core.errors import InvalidInput
 
 ORS_CATALOG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}/[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -246,18 +248,35 @@ def environment_container_stop(*, environment: Environment) -> Environment:
     return environment
 
 
+def environment_name_errors(
+    *, owner: AbstractBaseUser | None, name: str, allow_reserved: bool = False
+) -> list[str]:
+    """What is wrong with `name` for a new entry of `owner`: its length, a bundled server's
+    name (webapp.catalog.names), or one of the owner's own entries already has it. Other
+    users' entries are not looked at, so the answer says nothing about them (security
+    review K5). `allow_reserved` only for the bundled registration and the operator's
+    `envlab_setup`, never for a user's request."""
+    if not name or len(name) > 100:
+        return ["give a name of 1 to 100 characters"]
+    refusal = "" if allow_reserved else reserved_name_refusal(name)
+    if refusal:
+        return [refusal]
+    if own_names_taken(owner=owner, names=[name]):
+        return [f"you already have an environment named '{name}'"]
+    return []
+
+
 def _check_fields(
-    *, name: str, kind: str, base_url: str, image: str, capacity: int | None,
-    ors_catalog: str, api_key_env: str,
+    *, owner: AbstractBaseUser | None, name: str, kind: str, base_url: str, image: str,
+    capacity: int | None, ors_catalog: str, api_key_env: str, allow_reserved: bool,
 ) -> dict[str, list[str]]:
     """Checks before anything is started or probed. The given name must be free even when the
     server turns out to host several environments (entries `<name>-<environment>`): one
     rule, said before any probe or container start."""
     errors: dict[str, list[str]] = {}
-    if not name or len(name) > 100:
-        errors["name"] = ["give a name of 1 to 100 characters"]
-    elif Environment.objects.filter(name=name).exists():
-        errors["name"] = [f"an environment named '{name}' already exists"]
+    name_errors = environment_name_errors(owner=owner, name=name, allow_reserved=allow_reserved)
+    if name_errors:
+        errors["name"] = name_errors
     if kind not in ("", Environment.Kind.OPENENV, Environment.Kind.ORS, Environment.Kind.HARBOR):
         errors["kind"] = [f"unknown kind '{kind}'; use openenv, ors or harbor (or leave it empty to detect it)"]
     if capacity is not None and not (1 <= capacity <= 100_000):
@@ -305,18 +324,21 @@ def environment_register(
     ors_catalog: str = "",
     api_key_env: str = "",
     shared: bool = False,
+    allow_reserved_name: bool = False,
 ) -> Environment:
     """Probe the server first; only a server that answers as an environment is stored.
 
     One entry, named `name`: an ORS server hosting several environments needs `ors_env`
     (`environments_register` registers them all). `kind` empty means detect it (OpenEnv or
     Open Reward Standard). `capacity` is declared, or measured when `measure_capacity`
-    (OpenEnv: sessions opened until CAPACITY_REACHED).
+    (OpenEnv: sessions opened until CAPACITY_REACHED). The name must be free among the
+    owner's own entries and not a bundled server's; `allow_reserved_name` is for the bundled
+    registration and `envlab_setup` only (webapp.catalog.names), never for a user's request.
     """
     return _register(
         owner=owner, name=name, base_url=base_url, kind=kind, capacity=capacity,
         measure_capacity=measure_capacity, ors_env=ors_env, image=image, ors_catalog=ors_catalog,
-        api_key_env=api_key_env, shared=shared, every=False,
+        api_key_env=api_key_env, shared=shared, every=False, allow_reserved=allow_reserved_name,
     )[0]
 
 
@@ -337,7 +359,8 @@ def environments_register(
     """As `environment_register`, and an ORS server hosting several environments, with no
     `ors_env` chosen, gets one entry per environment, named `<name>-<environment>`, in the
     server's order. All or nothing: `name` or any of those names taken (or one environment
-    that does not probe) refuses the whole set and writes no row. A server with one
+    that does not probe) refuses the whole set and writes no row. Taken means taken among
+    the owner's own entries, or reserved (webapp.catalog.names). A server with one
     environment, or `ors_env` given, is one entry named `name`, as `environment_register` makes.
     """
     return _register(
@@ -373,16 +396,30 @@ def _entry_names(*, name: str, results: list[ProbeResult]) -> list[str]:
     return names
 
 
-def _names_taken(names: list[str]) -> dict[str, list[str]]:
-    taken = sorted(Environment.objects.filter(name__in=names).values_list("name", flat=True))
-    if not taken:
+def _names_taken(
+    *, owner: AbstractBaseUser | None, names: list[str], allow_reserved: bool
+) -> dict[str, list[str]]:
+    """The entry names a registration would make that the owner cannot have: their own
+    entries' names, and (but for the bundled registration) reserved ones."""
+    reserved = [] if allow_reserved else [entry for entry in names if name_is_reserved(entry)]
+    taken = own_names_taken(owner=owner, names=names)
+    if not taken and not reserved:
         return {}
     if len(names) == 1:
-        return {"name": [f"an environment named '{names[0]}' already exists"]}
+        return {"name": [reserved_name_refusal(names[0]) if reserved
+                         else f"you already have an environment named '{names[0]}'"]}
+    problems = []
+    if taken:
+        problems.append(
+            f"you already have {', '.join(taken)}" if len(taken) > 1 else f"you already have {taken[0]}"
+        )
+    if reserved:
+        problems.append(f"{', '.join(reserved)} {'is' if len(reserved) == 1 else 'are'} reserved for "
+                        "the bundled environments")
     return {"name": [
         f"the server hosts {len(names)} environments, to be named {', '.join(names)}; "
-        f"{', '.join(taken)} already {'exists' if len(taken) == 1 else 'exist'}, so none was "
-        "registered: give another name, or register one environment with ors_env"
+        f"{' and '.join(problems)}, so none was registered: give another name, or register one "
+        "environment with ors_env"
     ]}
 
 
@@ -401,12 +438,14 @@ def _register(
     api_key_env: str,
     shared: bool,
     every: bool,
+    allow_reserved: bool = False,
 ) -> list[Environment]:
     name = (name or "").strip()
     base_url, image, ors_catalog = (base_url or "").strip(), (image or "").strip(), (ors_catalog or "").strip()
     api_key_env, ors_env = (api_key_env or "").strip(), (ors_env or "").strip()
     errors = _check_fields(
-        name=name, kind=kind or "", base_url=base_url, image=image, capacity=capacity,
+        owner=owner, allow_reserved=allow_reserved, name=name, kind=kind or "", base_url=base_url,
+        image=image, capacity=capacity,
         ors_catalog=ors_catalog, api_key_env=api_key_env,
     )
     if base_url:
@@ -468,7 +507,7 @@ def _register(
         capacity_metadata = _measured_metadata({}, measured)
         if capacity < 1:
             raise EnvironmentRejected({"capacity": ["the server refused every session (CAPACITY_REACHED)"]})
-    taken = _names_taken(names)
+    taken = _names_taken(owner=owner, names=names, allow_reserved=allow_reserved)
     if taken:
         raise EnvironmentRejected(taken)
     checked_at = timezone.now()
@@ -493,7 +532,10 @@ def _register(
             ]
     except IntegrityError:
         # Another request took one of the names since the check: this one writes nothing.
-        raise EnvironmentRejected(_names_taken(names) or {"name": ["that name was just taken"]}) from None
+        raise EnvironmentRejected(
+            _names_taken(owner=owner, names=names, allow_reserved=allow_reserved)
+            or {"name": ["you just registered an environment of that name"]}
+        ) from None
 
 
 def environment_probe(*, environment: Environment) -> Environment:
@@ -528,11 +570,17 @@ def _probe_store(environment: Environment, outcome: ProbeResult | ProbeError) ->
     return environment
 
 
+@transaction.atomic
 def environment_set_shared(*, environment: Environment, shared: bool) -> Environment:
     """Share an entry with every user (they see it and may train on it) or make it private.
-    Who may call this is the caller's check (webapp.catalog.selectors)."""
+    Who may call this is the caller's check (webapp.catalog.selectors). Made private, it is
+    announced (webapp.catalog.signals): the runs app stops other users' runs on it in the
+    same transaction (again when it was private already: runs that should not be there stop
+    too, and stopping is idempotent)."""
     environment.shared = shared
     environment.save(update_fields=["shared"])
+    if not shared:
+        environment_unshared.send(sender=Environment, environment_id=environment.pk)
     return environment
 
 

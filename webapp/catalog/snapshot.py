@@ -35,7 +35,11 @@ from django.db.models import Q, QuerySet
 from webapp.catalog.bundled import BUNDLED, BundledError, bundled_start
 from webapp.catalog.models import BundledServer, CatalogSnapshot, Environment
 from webapp.catalog.selectors import BUNDLED_REFUSAL, bundled_can_control
-from webapp.catalog.services import EnvironmentRejected, environment_register
+from webapp.catalog.services import (
+    EnvironmentRejected,
+    environment_name_errors,
+    environment_register,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; openenv is imported on use
     from openenv.discovery import CatalogSnapshot as OpenEnvSnapshot
@@ -368,8 +372,12 @@ def catalog_entry_register(
     errors: dict[str, list[str]] = {}
     if not name or len(name) > MAX_NAME_CHARS:
         errors["name"] = [f"give a name of 1 to {MAX_NAME_CHARS} characters"]
-    elif Environment.objects.filter(name=name).exists():
-        errors["name"] = [f"an environment named '{name}' already exists; give another name"]
+    else:
+        # The registration's own rule (the owner's names, reserved names), said before a
+        # bundled server is started for it.
+        name_errors = environment_name_errors(owner=owner, name=name)
+        if name_errors:
+            errors["name"] = name_errors
     key = _bundled_key(entry)
     if base_url and start_bundled:
         errors["base_url"] = [

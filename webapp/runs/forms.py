@@ -136,8 +136,17 @@ class RecipeChoiceField(forms.ModelChoiceField):
 
 
 class EnvironmentChoiceField(forms.ModelChoiceField):
+    # Whose form it is (the view sets it): names are unique per owner only, so another
+    # user's shared entry of the same name says whose it is.
+    viewer_id: int | None = None
+
     def label_from_instance(self, obj: Environment) -> str:
-        return f"{obj.name} ({obj.status})"
+        label = f"{obj.name} ({obj.status})"
+        if (obj.metadata or {}).get("bundled"):
+            return f"{label}, bundled"
+        if obj.owner_id is not None and obj.owner_id != self.viewer_id:
+            return f"{label}, shared by {obj.owner.get_username() if obj.owner else obj.owner_id}"
+        return label
 
 
 class RunForm(forms.Form):
@@ -196,12 +205,6 @@ class RunForm(forms.Form):
         label="Reward recipe",
         help_text="A saved recipe replaces the terms below; its latest version is pinned when the run launches.",
     )
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        echo = Environment.objects.filter(name="echo").first()
-        if echo is not None:
-            self.fields["environment"].initial = echo.pk
 
     def config_part(self) -> dict[str, Any]:
         """The config without rewards, from cleaned data; blank numbers take the schema default."""

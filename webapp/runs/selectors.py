@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from envs.adapters import episode_reward_rule
 from webapp.catalog.models import Environment
+from webapp.catalog.selectors import environments_visible_to
 from webapp.runs.models import Rollout, Run, RunEvent
 
 
@@ -92,6 +93,23 @@ def run_environments(*, run: Run) -> list[dict[str, Any]]:
             "episode_reward_text": meaning,
         })
     return out
+
+
+def run_environment_refusal(*, run: Run, environment_ids: list[int] | None = None) -> str:
+    """Why the run's owner may no longer train on its environments (one that is not shared
+    with them any more: security review N10), or "". `environment_ids` limits the check.
+    The owner's own entries always stay theirs; a deactivated owner sees nothing, which says
+    nothing about the environments, so their runs are not judged here."""
+    if not run.owner.is_active:
+        return ""
+    visible = environments_visible_to(user=run.owner).values("pk")
+    entries = run.environments.exclude(owner_id=run.owner_id).exclude(pk__in=visible)
+    if environment_ids is not None:
+        entries = entries.filter(pk__in=environment_ids)
+    hidden = entries.order_by("pk").first()
+    if hidden is None:
+        return ""
+    return f"the environment '{hidden.name}' is no longer shared with you"
 
 
 def run_progress(*, run: Run) -> dict[str, Any]:

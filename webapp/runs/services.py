@@ -37,7 +37,12 @@ from webapp.runs.checkpoints import (
 from webapp.runs.config import CheckpointRef, RunConfig, RunConfigError, parse_run_config
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 from webapp.runs.routing import TRAIN_QUEUE, queue_for, run_needs
-from webapp.runs.selectors import run_live_note, run_resumable, runs_visible_to
+from webapp.runs.selectors import (
+    run_environment_refusal,
+    run_live_note,
+    run_resumable,
+    runs_visible_to,
+)
 from webapp.runs.telemetry import metric_tiers
 from webapp.runs.telemetry.live import notify_run
 from webapp.runs.workers import run_worker_refusal
@@ -535,6 +540,57 @@ def run_request_cancel(*, run: Run) -> Run:
     return run
 
 
+# A run stopped because its owner may no longer see one of its environments (security review
+# N10): the event's data says so, beside the message that names the environment.
+ACCESS_LOST = "environment_not_shared"
+
+
+def _stop_without_access(*, run_id: int, reason: str, unclaimed: bool = False) -> bool:
+    """Cancel a queued run, or ask a running one to stop as a cancel does, saying `reason`.
+    `unclaimed`: only a run no worker holds (queued, or running under a stale lease) and end
+    it now, as cancelled. Returns whether anything changed (a run already ended or asked to
+    stop is left as it is)."""
+    with transaction.atomic():
+        rows = Run.objects.select_for_update()
+        run = (rows.filter(leases.claimable(Run)) if unclaimed else rows).filter(pk=run_id).first()
+        if run is None:
+            return False
+        data = {"reason": ACCESS_LOST}
+        if run.status == Run.Status.QUEUED or unclaimed:
+            message = "Cancelled before it started" if run.status == Run.Status.QUEUED else "Cancelled"
+            run.status = Run.Status.CANCELLED
+            run.finished_at = timezone.now()
+            run.error = reason[:10_000]
+            run.lease_owner = ""
+            run.cancel_requested = False
+            run.save(update_fields=["status", "finished_at", "error", "lease_owner", "cancel_requested"])
+            RunEvent.objects.create(run=run, kind="cancelled", message=f"{message}: {reason}.", data=data)
+        elif run.status == Run.Status.RUNNING and not run.cancel_requested:
+            run.cancel_requested = True
+            run.save(update_fields=["cancel_requested"])
+            RunEvent.objects.create(run=run, kind="cancel_requested", message=f"Cancel requested: {reason}.",
+                                    data=data)
+        else:
+            return False
+    _announce(run_id, "status")
+    return True
+
+
+def runs_stop_without_access(*, environment_id: int) -> list[int]:
+    """Stop the queued and running runs on environment `environment_id` whose owners may no
+    longer see it (its owner made it private: webapp.catalog.signals): queued ones are
+    cancelled, running ones asked to stop at their next step with a checkpoint, each saying
+    which environment is no longer shared with them. Returns the ids of the runs stopped.
+    The owner's runs, and those of users who see every entry, go on."""
+    stopped = []
+    active = Run.objects.filter(environments=environment_id, status__in=Run.ACTIVE).select_related("owner")
+    for run in active.order_by("pk"):
+        reason = run_environment_refusal(run=run, environment_ids=[environment_id])
+        if reason and _stop_without_access(run_id=run.pk, reason=reason):
+            stopped.append(run.pk)
+    return stopped
+
+
 def run_resume(*, run: Run, checkpoint: int | None = None) -> Run:
     """Queue the run again from its last checkpoint (interrupted, cancelled, or failed for a
     reason that says nothing against the run: `run_resumable`). `checkpoint`: restart from that
@@ -545,6 +601,9 @@ def run_resume(*, run: Run, checkpoint: int | None = None) -> Run:
         resumable, why_not = run_resumable(run=run)
         if not resumable:
             raise RunStateError(why_not)
+        hidden = run_environment_refusal(run=run)
+        if hidden:
+            raise RunStateError(f"the run cannot resume: {hidden}")
         fields = ["status", "cancel_requested", "error", "failure", "finished_at", "sent_at", "sends"]
         if checkpoint is not None:
             try:
@@ -610,6 +669,12 @@ def run_claim(*, run_id: int, lease_owner: str, worker_name: str, task_id: str =
     any other copy finds the run claimed and returns ("duplicate").
     """
     now = timezone.now()
+    run = Run.objects.filter(leases.claimable(Run), pk=run_id).select_related("owner").first()
+    reason = run_environment_refusal(run=run) if run is not None else ""
+    if reason and _stop_without_access(run_id=run_id, reason=reason, unclaimed=True):
+        # Queued (or left by a dead worker) while its owner lost sight of an environment: it
+        # does not start again (security review N10); its checkpoints stay.
+        return Claim("done", Run.objects.filter(pk=run_id).first())
     with transaction.atomic():
         was_running = Run.objects.filter(
             pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=leases.stale_before()

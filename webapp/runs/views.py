@@ -138,11 +138,14 @@ def run_new(request: HttpRequest) -> HttpResponse:
     form = RunForm(posted if mode == "form" else None, initial={"model": initial_model} if initial_model else None)
     # Only environments the user may see are offered (run_launch refuses the others too).
     form.fields["environment"].queryset = environments_visible_to(user=request.user)
+    form.fields["environment"].viewer_id = request.user.pk
     form.fields["reward_recipe"].queryset = recipes_visible_to(user=request.user)
     rewards = RewardFormSet(
         posted if mode == "form" else None, initial=REWARD_INITIAL, prefix="rewards"
     )
     echo = _demo_environment(request)
+    if echo is not None:  # the entry the demo trains on, never another user's entry named echo
+        form.fields["environment"].initial = echo.pk
     json_form = RunJsonForm(
         posted if mode == "json" else None,
         initial={"config_json": json.dumps(demo_config(echo.pk if echo else 1), indent=2)},

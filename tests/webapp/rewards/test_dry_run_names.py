@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 from django.utils import timezone
 
+from tests.e2e.helpers import register_lab_entry
 from webapp.jobs.models import Job
 from webapp.rewards.terms import RewardTerm
 from webapp.workbench.learnability import recipe_bounds
@@ -39,9 +40,8 @@ def wordle_url() -> Iterator[str]:
 
 @pytest.fixture
 def env_id(api, wordle_url) -> int:
-    response = api.post("/api/environments/", {"name": "wordle", "base_url": wordle_url}, format="json")
-    assert response.status_code == 201, response.json()
-    return int(response.json()["id"])
+    # Named 'wordle' as the bundled entry is (a user's request may not take that name).
+    return register_lab_entry(api, "wordle", wordle_url)
 
 
 @pytest.fixture

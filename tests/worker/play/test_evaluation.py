@@ -92,7 +92,7 @@ def catch_url():
 
 def test_catch_table_has_its_columns_from_the_episode_attributes(api, owner, catch_url):
     response = api.post(
-        "/api/environments/", {"name": "catch", "base_url": catch_url, "capacity": 8}, format="json"
+        "/api/environments/", {"name": "my-catch", "base_url": catch_url, "capacity": 8}, format="json"
     )
     assert response.status_code == 201, response.json()
     evaluation = evaluation_create(
@@ -290,7 +290,7 @@ def test_wordle_and_sudoku_columns_from_the_episode_attributes(api, owner, app, 
 
     with run_env_server(app, {"ENABLE_WEB_INTERFACE": "false"}) as url:
         response = api.post(
-            "/api/environments/", {"name": key, "base_url": url, "capacity": 8}, format="json"
+            "/api/environments/", {"name": f"my-{key}", "base_url": url, "capacity": 8}, format="json"
         )
         assert response.status_code == 201, response.json()
         evaluation = evaluation_create(
@@ -329,7 +329,7 @@ def test_reference_policies_make_at_most_the_evaluations_tool_calling_iterations
     from tests.envs.servers import run_env_server
 
     with run_env_server("envs.sudoku.server:app", {"ENABLE_WEB_INTERFACE": "false"}) as url:
-        response = api.post("/api/environments/", {"name": "sudoku", "base_url": url, "capacity": 8}, format="json")
+        response = api.post("/api/environments/", {"name": "my-sudoku", "base_url": url, "capacity": 8}, format="json")
         assert response.status_code == 201, response.json()
         environment = response.json()["id"]
         default = evaluation_create(

@@ -95,7 +95,7 @@ def catch_url() -> Iterator[str]:
 @pytest.fixture
 def catch_env(api: Any, catch_url: str) -> int:
     response = api.post(
-        "/api/environments/", {"name": "catch", "base_url": catch_url, "capacity": 8}, format="json"
+        "/api/environments/", {"name": "my-catch", "base_url": catch_url, "capacity": 8}, format="json"
     )
     assert response.status_code == 201, response.json()
     return int(response.json()["id"])

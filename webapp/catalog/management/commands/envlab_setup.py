@@ -135,7 +135,9 @@ class Command(BaseCommand):
     def _register_echo_url(self, *, user: AbstractBaseUser, echo_url: str, capacity: int,
                            wait: float) -> bool:
         """The override: echo is a server run elsewhere; register it at its URL (waiting for it)."""
-        existing = Environment.objects.filter(name="echo").first()
+        # The demo user's own echo entry: names are unique per owner, and another user's `echo`
+        # (one from before the bundled names were reserved) is theirs, not the demo's.
+        existing = Environment.objects.filter(name="echo", owner=user).order_by("pk").first()
         deadline = time.monotonic() + wait
         if existing is not None:
             if existing.base_url != echo_url.rstrip("/") or not existing.shared:
@@ -153,7 +155,8 @@ class Command(BaseCommand):
         while True:
             try:
                 environment = environment_register(
-                    owner=user, name="echo", base_url=echo_url, capacity=capacity, shared=True
+                    owner=user, name="echo", base_url=echo_url, capacity=capacity, shared=True,
+                    allow_reserved_name=True,  # the operator's own demo entry
                 )
                 break
             except EnvironmentRejected as exc:
