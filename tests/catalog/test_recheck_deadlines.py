@@ -77,3 +77,17 @@ def test_a_slow_name_lookup_counts_against_the_probe_deadline(api, settings, mon
     # machines get slack, not the resolver's time.
     assert took < 12, (took, [round(t - started, 2) for t in asked])
     assert Environment.objects.count() == 0
+
+
+def test_registrations_per_user_are_capped_before_any_probe(api, owner, settings) -> None:
+    settings.ENVLAB_MAX_ENVIRONMENTS_PER_USER = 3
+    _entries(owner, "http://127.0.0.1:9", 3)
+    with raw_server(DRIP_HEAD, drip=DRIP) as server:
+        response = api.post("/api/environments/", {"name": "one-more", "base_url": server.url}, format="json")
+    assert response.status_code == 400
+    assert response.json()["non_field_errors"] == [
+        "you have 3 registered environments, and one account may have at most 3 "
+        "(ENVLAB_MAX_ENVIRONMENTS_PER_USER): delete one you no longer use"
+    ]
+    assert server.hits == []  # refused before the server was asked anything
+    assert Environment.objects.filter(owner=owner).count() == 3

@@ -448,6 +448,15 @@ def _register(
         image=image, capacity=capacity,
         ors_catalog=ors_catalog, api_key_env=api_key_env,
     )
+    if owner is not None and not allow_reserved:
+        # Before any probe: every entry is re-probed each ENVLAB_RECHECK_SECONDS (review N4, N6).
+        limit = int(settings.ENVLAB_MAX_ENVIRONMENTS_PER_USER)
+        held = Environment.objects.filter(owner=owner).count()
+        if held >= limit:
+            raise EnvironmentRejected({"non_field_errors": [
+                f"you have {held} registered environments, and one account may have at most {limit} "
+                "(ENVLAB_MAX_ENVIRONMENTS_PER_USER): delete one you no longer use"
+            ]})
     if base_url:
         try:
             base_url = normalise_base_url(base_url)

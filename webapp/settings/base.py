@@ -273,6 +273,8 @@ ENVLAB_OPENREWARD_API_URL = env_str("ENVLAB_OPENREWARD_API_URL", "https://api.op
 ENVLAB_RECHECK_SECONDS = env_float("ENVLAB_RECHECK_SECONDS", 60.0)
 # Re-probes at once in a recheck round; a round starts no probe after ENVLAB_RECHECK_SECONDS.
 ENVLAB_RECHECK_CONCURRENCY = env_int("ENVLAB_RECHECK_CONCURRENCY", 8)
+# Environments one user may register (each is re-probed every ENVLAB_RECHECK_SECONDS).
+ENVLAB_MAX_ENVIRONMENTS_PER_USER = env_int("ENVLAB_MAX_ENVIRONMENTS_PER_USER", 50)
 
 LOGGING = {
     "version": 1,
