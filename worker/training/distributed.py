@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -91,6 +92,19 @@ def peer_lost(exc: BaseException) -> bool:
     if isinstance(exc, DistError):
         return True
     return isinstance(exc, RuntimeError) and any(mark in str(exc) for mark in _PEER_LOST_MARKS)
+
+
+def loopback_only(device: str) -> dict[str, str]:
+    """The variables that keep a CPU run's gloo connections on the loopback interface (security
+    review N8): every process of a run is on this machine. torch's rendezvous store itself
+    listens on every interface whatever address it is given, and the processes trade pickled
+    objects through it and through gloo: worker hosts need a firewall on ephemeral ports (the
+    README says so). NCCL (GPU runs) picks its own interfaces; operators set NCCL_SOCKET_IFNAME."""
+    if device != "cpu" or "GLOO_SOCKET_IFNAME" in os.environ:
+        return {}
+    names = {name for _, name in socket.if_nameindex()}
+    loopback = next((name for name in ("lo", "lo0") if name in names), None)
+    return {"GLOO_SOCKET_IFNAME": loopback} if loopback else {}
 
 
 def rank_command(
@@ -168,6 +182,7 @@ def _supervise(
         **os.environ,
         "PYTHONUNBUFFERED": "1",
         "PYTHONPATH": os.pathsep.join(p for p in (base, os.environ.get("PYTHONPATH", "")) if p),
+        **loopback_only(config.device),
     }
     log_path = output_dir / LOG_NAME
     beat = float(settings.ENVLAB_HEARTBEAT_SECONDS)

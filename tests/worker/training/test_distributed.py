@@ -277,3 +277,14 @@ def test_a_training_process_whose_task_died_stops_even_if_it_ignores_sigterm():
     assert time.monotonic() - started < 30
     task.wait()
     assert distributed.supervisor_alive(os.getpid())
+
+
+def test_a_cpu_runs_gloo_keeps_to_loopback_unless_the_operator_chose(monkeypatch) -> None:
+    # Security review N8: all of a run's processes are on this machine.
+    from worker.training.distributed import loopback_only
+
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    assert loopback_only("cpu") == {"GLOO_SOCKET_IFNAME": "lo"}
+    assert loopback_only("cuda") == {}
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth9")
+    assert loopback_only("cpu") == {}
