@@ -29,11 +29,13 @@ def _cell(value: object) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def render(rows: list[dict], *, database: str, exit_code: int) -> str:
+def render(rows: list[dict], *, database: str, exit_code: int, fresh: int) -> str:
+    kept = len(rows) - fresh
     lines = [
         f"Measured by `make chaos` on {dt.datetime.now(dt.UTC).date().isoformat()}, {os.cpu_count()} CPUs "
         f"({platform.machine()}), {database}; pytest exit code {exit_code}"
-        f"{' (all fault tests passed)' if exit_code == 0 else ' (SOME FAULT TESTS FAILED: see the output)'}.",
+        f"{' (all fault tests run passed)' if exit_code == 0 else ' (SOME FAULT TESTS FAILED: see the output)'}"
+        + (f"; {fresh} row(s) measured in this run, {kept} kept from an earlier one." if kept else "."),
         "",
         "| fault | when | what the run did | recovery s | steps stored | missing | duplicated "
         "| rollouts duplicated | episodes lost | status | note |",
@@ -87,7 +89,9 @@ def main(argv: list[str]) -> int:
     if not fresh:
         print("chaos: no rows were recorded; RELIABILITY.md left as it was", file=sys.stderr)
         return code or 1
-    write_table(render(rows, database="PostgreSQL" if database == "postgres" else "SQLite", exit_code=code))
+    write_table(render(
+        rows, database="PostgreSQL" if database == "postgres" else "SQLite", exit_code=code, fresh=len(fresh)
+    ))
     print(json.dumps({"rows": len(rows), "pytest_exit": code, "table": str(RELIABILITY)}))
     return code
 

@@ -9,6 +9,9 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -46,23 +49,38 @@ def _stall_alerts(run_id: int) -> list[tuple[bool, int, str]]:
     ]
 
 
-def test_a_hanging_tool_call_raises_stalled_naming_it_and_a_cancel_ends_the_run_when_it_returns(
-    api, client, owner, stall_worker, tmp_path
-):
+@dataclass
+class Hang:
+    run_id: int
+    stuck_at: int  # the run's step when its tool call hung
+    hung: float  # time.monotonic() then
+    before: int  # stalled alerts before the hang (loading the model may have looked like one)
+
+
+@contextmanager
+def hung_run(api, tmp_path: Path, *, max_steps: int) -> Iterator[Hang]:
+    """A run on a real stalling echo server, two steps in, its next tool call hung for HANG_S."""
     server = EnvServerProcess(
         "tests.support.stalling_echo:app", env={"STALL_DIR": str(tmp_path), "STALL_SECONDS": str(HANG_S)}
     ).start()
     try:
         env_id = register_echo(api, server.url)
-        run_id = api.post("/api/runs/", run_config(env_id, max_steps=30, save_steps=50), format="json").json()["id"]
+        config = run_config(env_id, max_steps=max_steps, save_steps=50)
+        run_id = api.post("/api/runs/", config, format="json").json()["id"]
         wait_for(lambda: Run.objects.get(pk=run_id).step >= 2, 240, "two steps")
-        # Loading the model may itself have looked like a stall on a slow machine: only what
-        # follows the hang counts.
         before = len(_stall_alerts(run_id))
         (tmp_path / "arm").write_text("")
         wait_for(lambda: (tmp_path / "stalled").exists(), 60, "the tool call to hang", interval=0.02)
-        hung = time.monotonic()
-        stuck_at = Run.objects.get(pk=run_id).step
+        yield Hang(run_id, Run.objects.get(pk=run_id).step, time.monotonic(), before)
+    finally:
+        server.stop()
+
+
+def test_a_hanging_tool_call_raises_stalled_naming_it_and_a_cancel_ends_the_run_when_it_returns(
+    api, client, owner, stall_worker, tmp_path
+):
+    with hung_run(api, tmp_path, max_steps=30) as hang:
+        run_id, stuck_at, hung, before = hang.run_id, hang.stuck_at, hang.hung, hang.before
 
         def shown() -> dict | None:
             alerts = api.get(f"/api/runs/{run_id}/").json()["alerts"]
@@ -79,8 +97,6 @@ def test_a_hanging_tool_call_raises_stalled_naming_it_and_a_cancel_ends_the_run_
         assert api.post(f"/api/runs/{run_id}/cancel/").status_code == 200
         run = wait_status(run_id, ("cancelled", "failed", "succeeded", "interrupted"), HANG_S + 60, stall_worker)
         took = time.monotonic() - asked
-    finally:
-        server.stop()
 
     assert alert["step"] == stuck_at + 1
     assert alert["message"].startswith(f"stalled for {STALL_LIMIT_S} s in {TOOL_CALL}, in it for ")
@@ -105,25 +121,13 @@ def test_a_hanging_tool_call_raises_stalled_naming_it_and_a_cancel_ends_the_run_
 def test_a_stall_that_ends_by_itself_clears_and_the_run_succeeds(api, stall_worker, tmp_path, chaos_row):
     """The chaos table's row: nobody acts; the hung call returns, the alert clears, and the run
     trains to its last step."""
-    server = EnvServerProcess(
-        "tests.support.stalling_echo:app", env={"STALL_DIR": str(tmp_path), "STALL_SECONDS": str(HANG_S)}
-    ).start()
-    try:
-        env_id = register_echo(api, server.url)
-        run_id = api.post("/api/runs/", run_config(env_id, max_steps=8, save_steps=50), format="json").json()["id"]
-        wait_for(lambda: Run.objects.get(pk=run_id).step >= 2, 240, "two steps")
-        before = len(_stall_alerts(run_id))
-        (tmp_path / "arm").write_text("")
-        wait_for(lambda: (tmp_path / "stalled").exists(), 60, "the tool call to hang", interval=0.02)
-        hung = time.monotonic()
-        stuck_at = Run.objects.get(pk=run_id).step
+    with hung_run(api, tmp_path, max_steps=8) as hang:
+        run_id, stuck_at, hung, before = hang.run_id, hang.stuck_at, hang.hung, hang.before
         wait_for(lambda: any(a for a in _stall_alerts(run_id)[before:] if a[0]), STALL_LIMIT_S + 15, "the alert")
         seen_after = time.monotonic() - hung
         wait_for(lambda: Run.objects.get(pk=run_id).step > stuck_at, HANG_S + 60, "the step to end")
         moved_after = time.monotonic() - hung
         run = wait_status(run_id, ("succeeded", "failed", "cancelled", "interrupted"), 300, stall_worker)
-    finally:
-        server.stop()
 
     chaos_row(
         fault=f"environment stalls: a tool call hangs {HANG_S} s, nobody acts", when=f"step {stuck_at + 1} of 8",
