@@ -177,7 +177,7 @@ def test_import_stores_the_snapshot_and_lists_each_entry(
         revision,
         built_catalog["data"]["digest"],
     )
-    entries = catalog_entries(snapshot)
+    entries = catalog_entries(snapshot, user=owner)
     assert [e["display_name"] for e in entries] == ["echo", "maze_env", "sudoku_env", "wordle"]
     assert [e["bundled_key"] for e in entries] == ["echo", None, "sudoku", "wordle"]
     assert [e["registered_environment_id"] for e in entries] == [None, None, None, None]
@@ -330,7 +330,7 @@ def test_a_missing_name_is_refused(owner: User, raw: bytes) -> None:
 
 
 def test_register_an_entry_with_the_url_of_a_running_server(
-    owner: User, built_catalog: dict[str, Any], echo_url: str
+    owner: User, outsider: User, built_catalog: dict[str, Any], echo_url: str
 ) -> None:
     snapshot = catalog_snapshot_import(owner=owner, raw=built_catalog["raw"], name="example")
     identifier = identifier_of(built_catalog, "echo")
@@ -351,12 +351,14 @@ def test_register_an_entry_with_the_url_of_a_running_server(
     assert environment.metadata["catalog_entry"] == identifier
     assert environment.metadata["catalog_snapshot"] == snapshot.pk
     assert "bundled" not in environment.metadata
-    assert [e["registered_environment_id"] for e in catalog_entries(snapshot)] == [
+    assert [e["registered_environment_id"] for e in catalog_entries(snapshot, user=owner)] == [
         environment.pk,
         None,
         None,
         None,
     ]
+    # Another user is not told of the owner's private registration (it named its id).
+    assert [e["registered_environment_id"] for e in catalog_entries(snapshot, user=outsider)] == [None] * 4
 
 
 def test_registration_refusals_name_the_field_and_write_nothing(

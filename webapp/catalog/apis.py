@@ -145,7 +145,7 @@ class CatalogSnapshotListApi(APIView):
     @extend_schema(responses=CatalogSnapshotOut(many=True))
     def get(self, request: Request) -> Response:
         snapshots = catalog_snapshots_visible_to(user=request.user)[:100]
-        return Response(CatalogSnapshotOut(snapshots, many=True).data)
+        return Response(CatalogSnapshotOut(snapshots, many=True, context={"request": request}).data)
 
     @extend_schema(request=CatalogSnapshotIn, responses={201: CatalogSnapshotOut})
     def post(self, request: Request) -> Response:
@@ -164,14 +164,14 @@ class CatalogSnapshotListApi(APIView):
                 # The content came as the JSON field `snapshot`: name that field.
                 exc.errors["snapshot"] = exc.errors.pop("file")
             raise
-        return Response(CatalogSnapshotOut(snapshot).data, status=status.HTTP_201_CREATED)
+        return Response(CatalogSnapshotOut(snapshot, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 
 class CatalogSnapshotDetailApi(APIView):
     @extend_schema(responses=CatalogSnapshotOut)
     def get(self, request: Request, pk: int) -> Response:
         snapshot = get_object_or_404(catalog_snapshots_visible_to(user=request.user), pk=pk)
-        return Response(CatalogSnapshotOut(snapshot).data)
+        return Response(CatalogSnapshotOut(snapshot, context={"request": request}).data)
 
 
 class CatalogEntryRegisterApi(APIView):

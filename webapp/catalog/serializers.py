@@ -110,7 +110,7 @@ class CatalogSnapshotOut(serializers.ModelSerializer):
         ]
 
     def get_entries(self, snapshot: CatalogSnapshot) -> list[dict]:
-        return catalog_entries(snapshot)
+        return catalog_entries(snapshot, user=self.context["request"].user)
 
 
 class CatalogEntryRegisterIn(serializers.Serializer):

@@ -34,7 +34,7 @@ from django.db.models import Q, QuerySet
 
 from webapp.catalog.bundled import BUNDLED, BundledError, bundled_start
 from webapp.catalog.models import BundledServer, CatalogSnapshot, Environment
-from webapp.catalog.selectors import BUNDLED_REFUSAL, bundled_can_control
+from webapp.catalog.selectors import BUNDLED_REFUSAL, bundled_can_control, environments_visible_to
 from webapp.catalog.services import (
     EnvironmentRejected,
     environment_name_errors,
@@ -280,18 +280,19 @@ def _run_hint(entry: dict[str, Any]) -> str:
     return f"no artifact declared; source: {where}"
 
 
-def catalog_entries(snapshot: CatalogSnapshot) -> list[dict[str, Any]]:
+def catalog_entries(snapshot: CatalogSnapshot, *, user: AbstractBaseUser | Any) -> list[dict[str, Any]]:
     """Each stored entry with how to run it, the matching bundled server and its registration.
 
     `image` is always empty: the 0.1-draft profile has no image field. `registered_environment_id`
-    is the oldest environment whose metadata records this entry, None when there is none.
+    is the oldest environment `user` may see whose metadata records this entry, None when there
+    is none: another user's private registration is not told (it named that entry's id).
     """
     stored = [e for e in (snapshot.entries or []) if isinstance(e, dict) and e.get("identifier")]
     identifiers = [str(e["identifier"]) for e in stored]
     registered: dict[str, int] = {}
     if identifiers:
         rows = (
-            Environment.objects.filter(metadata__catalog_entry__in=identifiers)
+            environments_visible_to(user=user).filter(metadata__catalog_entry__in=identifiers)
             .order_by("pk")
             .values_list("pk", "metadata__catalog_entry")
         )

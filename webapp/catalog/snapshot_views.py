@@ -118,7 +118,7 @@ def _render_snapshot(
 
     Errors are shown as (field, message) pairs in the entry's row, with what was typed.
     """
-    entries = catalog_entries(snapshot)
+    entries = catalog_entries(snapshot, user=request.user)
     matched = False
     for entry in entries:
         entry["failed"] = failed if failed and failed["identifier"] == entry["identifier"] else None
