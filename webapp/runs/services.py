@@ -366,9 +366,19 @@ def _active_runs_error(owner: AbstractBaseUser) -> str | None:
     )
 
 
-def _lock_owner(owner: AbstractBaseUser) -> None:
-    """Serialise one owner's launches and resumes, so two at once cannot both pass the quota."""
+def _quota_refusal(owner: AbstractBaseUser) -> str | None:
+    """Why `owner` may not queue one more run now (their runs, or all their work: webapp/core/
+    quota.py), or None. Locks the owner's row for the caller's transaction, so two launches or
+    resumes at once cannot both pass."""
     lock_owner(owner)
+    refusal = _active_runs_error(owner)
+    if refusal:
+        return refusal
+    try:
+        work_quota_check(owner)
+    except WorkQuotaExceeded as exc:
+        return " ".join(exc.errors["non_field_errors"])
+    return None
 
 
 def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
@@ -392,14 +402,9 @@ def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
         raise RunConfigError({"model": [str(exc)]}) from None
     needs = run_needs(config)
     with transaction.atomic():
-        _lock_owner(owner)
-        quota = _active_runs_error(owner)
+        quota = _quota_refusal(owner)
         if quota:
             raise RunQuotaExceeded({"non_field_errors": [quota]})
-        try:
-            work_quota_check(owner)
-        except WorkQuotaExceeded as exc:
-            raise RunQuotaExceeded(exc.errors) from None
         run = Run.objects.create(
             owner=owner,
             name=config.name,
@@ -615,14 +620,9 @@ def run_resume(*, run: Run, checkpoint: int | None = None) -> Run:
             # Step 0 is the warm-up's model: GRPO starts from it again.
             run.checkpoint_step = chosen.step or None
             fields.append("checkpoint_step")
-        _lock_owner(run.owner)
-        quota = _active_runs_error(run.owner)
+        quota = _quota_refusal(run.owner)
         if quota:
             raise RunStateError(quota)
-        try:
-            work_quota_check(run.owner)
-        except WorkQuotaExceeded as exc:
-            raise RunStateError(" ".join(exc.errors["non_field_errors"])) from None
         previous = run.status
         run.status = Run.Status.QUEUED
         run.cancel_requested = False
