@@ -79,6 +79,10 @@ class HarborSession(ResourceSession):
                 # A fresh client each attempt: one whose connection failed holds no rollout.
                 self.close()
                 self._client = HarborEnv(factory.base_url, message_timeout_s=timeout_s or factory.message_timeout_s)
+                # Its own httpx client (the Task API) would resolve the name again and honour
+                # proxies, past the outbound rules (security review N1). The lab reads the Task
+                # API through its own checked probe and needs only the pinned WebSocket here.
+                self._client._http.close()
                 return self._client.run_rollout(
                     split=factory.dataset,
                     task_index=self.index,

@@ -1,8 +1,9 @@
 """A run of several training processes (worker/training/distributed.py), end to end on CPU: a real
-Celery worker launches two real `worker.training.rank` processes with `accelerate launch --multi_gpu`,
-and they talk over gloo. This is the code path of a multi-GPU run but for `--gpu_ids` and the
-backend (NCCL); on this machine there is no GPU, so the processes run on CPU, as `"device":
-"cpu", "processes": 2` asks (not a stand-in: a CPU run may use several processes too)."""
+Celery worker launches two real `worker.training.rank` processes with the lab's launcher
+(worker/training/launch.py), and they talk over gloo. This is the code path of a multi-GPU run
+but for the GPUs and the backend (NCCL); on this machine there is no GPU, so the processes run on
+CPU, as `"device": "cpu", "processes": 2` asks (not a stand-in: a CPU run may use several
+processes too)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def _rank_pids(run_id: int) -> dict[int, int]:
             continue
         if argv[argv.index(b"--run-id") + 1] != str(run_id).encode():
             continue
-        if b"torch.distributed.run" in argv or b"accelerate.commands.launch" in argv:
+        if b"worker.training.launch" in argv:
             continue  # the launcher
         ranks = [v.split(b"=", 1)[1] for v in environ if v.startswith(b"RANK=")]
         if ranks:

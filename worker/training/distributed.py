@@ -2,11 +2,12 @@
 
 The Celery task that claimed the run (worker/training/runner.py `train`) prepares it (the lease, the
 rewind, the warm-up, which plays on one device), then starts `config.ranks` processes of
-`worker.training.rank` with `accelerate launch --multi_gpu --num_processes N` and watches them. On
-device 'cuda' they get the first N GPUs (`--gpu_ids`) and talk over NCCL, and a managed vLLM
-server takes the GPU after them. On 'cpu' the same launcher (its --multi_gpu mode runs
-torch.distributed.run, whatever the devices) starts them, and their Accelerator joins them over
-gloo; this is how the end-to-end tests run two real processes on a machine without a GPU.
+`worker.training.rank` through the lab's launcher (worker/training/launch.py) and watches them.
+Each process joins the run's process group through a FileStore in a private folder (no TCP
+rendezvous: security review N8), and TRL's Accelerator then uses that group. On device 'cuda' they
+get the first N GPUs and talk over NCCL, and a managed vLLM server takes the GPU after them. On
+'cpu' they talk over gloo, on the loopback interface; this is how the end-to-end tests run two
+real processes on a machine without a GPU.
 
 Only the first process (rank 0) records anything: telemetry, the lease's heartbeat, alerts,
 checkpoints and the run's end. The others hand it their episodes' facts, tool counts and
@@ -25,7 +26,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -94,38 +94,40 @@ def peer_lost(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and any(mark in str(exc) for mark in _PEER_LOST_MARKS)
 
 
-def loopback_only(device: str) -> dict[str, str]:
-    """The variables that keep a CPU run's gloo connections on the loopback interface (security
-    review N8): every process of a run is on this machine. torch's rendezvous store itself
-    listens on every interface whatever address it is given, and the processes trade pickled
-    objects through it and through gloo: worker hosts need a firewall on ephemeral ports (the
-    README says so). NCCL (GPU runs) picks its own interfaces; operators set NCCL_SOCKET_IFNAME."""
-    if device != "cpu" or "GLOO_SOCKET_IFNAME" in os.environ:
-        return {}
-    names = {name for _, name in socket.if_nameindex()}
-    loopback = next((name for name in ("lo", "lo0") if name in names), None)
-    return {"GLOO_SOCKET_IFNAME": loopback} if loopback else {}
+def join_group() -> None:
+    """In a training process started by the launcher: join the run's process group through the
+    launcher's private FileStore, before TRL's Accelerator looks for one (it uses a group that
+    exists). A process started alone (WORLD_SIZE 1, or no launcher) joins nothing."""
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    from worker.training.launch import RENDEZVOUS_VARIABLE
+
+    world = env_int("WORLD_SIZE", 1)
+    store = os.environ.get(RENDEZVOUS_VARIABLE, "")
+    if world <= 1 or not store or dist.is_initialized():
+        return
+    rank = env_int("RANK", 0)
+    backend = "gloo"
+    if os.environ.get("CUDA_VISIBLE_DEVICES") and torch.cuda.is_available():
+        torch.cuda.set_device(env_int("LOCAL_RANK", rank))
+        backend = "nccl"
+    dist.init_process_group(
+        backend, init_method=f"file://{store}", rank=rank, world_size=world,
+        timeout=timedelta(seconds=env_int("ENVLAB_RENDEZVOUS_SECONDS", 1800)),
+    )
 
 
 def rank_command(
     *, config: Any, run_id: int, lease_owner: str, start_step: int, resume_from: Path | None,
-    model_source: str | None, vllm_url: str | None, port: int, supervisor_pid: int, python: str = sys.executable,
+    model_source: str | None, vllm_url: str | None, supervisor_pid: int, python: str = sys.executable,
 ) -> list[str]:
     """The command line that starts the run's training processes (see the module docstring)."""
-    # accelerate's --multi_gpu launcher is torch.distributed.run: on CPU it starts the same
-    # processes, whose Accelerator (use_cpu) joins them over gloo instead of NCCL.
-    launcher = [
-        python, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines", "1",
-        "--num_processes", str(config.ranks),
-    ]
-    if config.device == "cuda":
-        launcher += ["--gpu_ids", ",".join(str(i) for i in range(config.ranks))]
-    launcher += [
-        "--main_process_ip", "127.0.0.1", "--main_process_port", str(port),
-        "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "worker.training.rank",
-    ]
     return [
-        *launcher,
+        python, "-m", "worker.training.launch", "--processes", str(config.ranks), "--device", config.device, "--",
+        python, "-m", "worker.training.rank",
         "--run-id", str(run_id),
         "--lease-owner", lease_owner,
         "--start-step", str(start_step),
@@ -168,21 +170,19 @@ def _supervise(
     from django.conf import settings
     from django.db import close_old_connections
 
-    from envs.ports import free_port
     from webapp.runs.models import Run
     from webapp.runs.services import run_heartbeat
     from worker.training.lifecycle import finish_run
 
     command = rank_command(
         config=config, run_id=run.pk, lease_owner=lease_owner, start_step=start_step, resume_from=resume_from,
-        model_source=model_source, vllm_url=vllm_url, port=free_port(), supervisor_pid=os.getpid(),
+        model_source=model_source, vllm_url=vllm_url, supervisor_pid=os.getpid(),
     )
     base = str(settings.BASE_DIR)
     env = {
         **os.environ,
         "PYTHONUNBUFFERED": "1",
         "PYTHONPATH": os.pathsep.join(p for p in (base, os.environ.get("PYTHONPATH", "")) if p),
-        **loopback_only(config.device),
     }
     log_path = output_dir / LOG_NAME
     beat = float(settings.ENVLAB_HEARTBEAT_SECONDS)

@@ -1,6 +1,6 @@
 """One training process of a run with several (worker/training/distributed.py explains the whole):
-started by the run's Celery task through accelerate's or torch's launcher, it trains its share
-of every batch, and rank 0 records the run.
+started by the run's Celery task through the lab's launcher (worker/training/launch.py), it joins
+the run's process group, trains its share of every batch, and rank 0 records the run.
 
     python -m worker.training.rank --run-id ID --lease-owner OWNER --start-step N --resume-from DIR
         --model-source DIR --vllm-url URL --supervisor PID
@@ -21,6 +21,9 @@ from pathlib import Path
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:
     # SystemExit unwinds through the training code's `finally`s: rank 0's telemetry is flushed.
+    # A second SIGTERM (the group's and the launcher's) must not interrupt that unwinding; the
+    # launcher's SIGKILL after its grace ends a process that does not unwind.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise SystemExit(128 + signum)
 
 
@@ -44,11 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
-    from worker.training.distributed import RankGroup, watch_supervisor
+    from worker.training.distributed import RankGroup, join_group, watch_supervisor
 
     watch_supervisor(args.supervisor)
     import torch
 
+    join_group()
     from webapp.runs.checkpoints import run_dir
     from webapp.runs.config import RunConfig
     from webapp.runs.models import Run

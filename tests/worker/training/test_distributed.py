@@ -15,7 +15,7 @@ from tests.support import processes
 from webapp.runs.config import RunConfigError, parse_run_config
 from webapp.runs.models import Run, RunEvent
 from webapp.runs.services import run_claim
-from worker.training import distributed
+from worker.training import distributed, launch
 from worker.training.perf import perf_metrics
 
 BASE = {
@@ -59,39 +59,44 @@ def test_a_harness_run_is_refused_several_processes():
     assert list(errors) == ["gpus"] and "one process on one GPU" in errors["gpus"][0]
 
 
-def test_cpu_processes_start_through_accelerate_with_no_gpu_ids():
+def test_cpu_processes_start_through_the_labs_launcher():
     command = distributed.rank_command(
         config=_config(processes=2), run_id=7, lease_owner="lease-x", start_step=3,
-        resume_from=Path("/runs/7/checkpoint-3"), model_source=None, vllm_url=None, port=29511,
-        supervisor_pid=42, python="py",
+        resume_from=Path("/runs/7/checkpoint-3"), model_source=None, vllm_url=None, supervisor_pid=42, python="py",
     )
     assert command == [
-        "py", "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines", "1",
-        "--num_processes", "2", "--main_process_ip", "127.0.0.1", "--main_process_port", "29511",
-        "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "worker.training.rank",
+        "py", "-m", "worker.training.launch", "--processes", "2", "--device", "cpu", "--",
+        "py", "-m", "worker.training.rank",
         "--run-id", "7", "--lease-owner", "lease-x", "--start-step", "3",
         "--resume-from", "/runs/7/checkpoint-3", "--model-source", "", "--vllm-url", "",
         "--supervisor", "42",
     ]
 
 
-def test_gpu_processes_start_through_accelerate_on_the_first_gpus():
+def test_gpu_processes_start_on_the_first_gpus_with_nccl_kept_to_loopback(monkeypatch):
     # A managed vLLM server runs on the GPU after the training ones (worker/training/vllm_server.py).
     config = _config(device="cuda", gpus=2, generation={"backend": "vllm", "vllm_mode": "server"})
     command = distributed.rank_command(
         config=config, run_id=7, lease_owner="l", start_step=0, resume_from=None, model_source="/w",
-        vllm_url="http://127.0.0.1:8011", port=29512, supervisor_pid=42, python="py",
+        vllm_url="http://127.0.0.1:8011", supervisor_pid=42, python="py",
     )
     launcher = command[: command.index("worker.training.rank") + 1]
     assert launcher == [
-        "py", "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines", "1",
-        "--num_processes", "2", "--gpu_ids", "0,1", "--main_process_ip", "127.0.0.1",
-        "--main_process_port", "29512", "--mixed_precision", "no", "--dynamo_backend", "no",
-        "-m", "worker.training.rank",
+        "py", "-m", "worker.training.launch", "--processes", "2", "--device", "cuda", "--",
+        "py", "-m", "worker.training.rank",
     ]
     args = command[len(launcher):]
     assert args[args.index("--model-source") + 1] == "/w"
     assert args[args.index("--vllm-url") + 1] == "http://127.0.0.1:8011"
+    env = launch.rank_environment(
+        {"MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500", "CUDA_VISIBLE_DEVICES": "3,4,5"},
+        rank=1, world=2, device="cuda", rendezvous="/tmp/x/store",
+    )
+    assert {k: env[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "CUDA_VISIBLE_DEVICES")} == {
+        "RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "CUDA_VISIBLE_DEVICES": "0,1",
+    }
+    assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == "lo"
+    assert "MASTER_ADDR" not in env and "MASTER_PORT" not in env  # no TCP rendezvous to look for
 
 
 def test_the_rank_entry_point_reads_what_the_command_gives():
@@ -99,7 +104,7 @@ def test_the_rank_entry_point_reads_what_the_command_gives():
 
     command = distributed.rank_command(
         config=_config(processes=2), run_id=7, lease_owner="l", start_step=4, resume_from=Path("/c"),
-        model_source=None, vllm_url=None, port=1, supervisor_pid=42,
+        model_source=None, vllm_url=None, supervisor_pid=42,
     )
     args = rank.build_parser().parse_args(command[command.index("worker.training.rank") + 1 :])
     assert (args.run_id, args.lease_owner, args.start_step, args.resume_from, args.model_source, args.supervisor) == (
@@ -279,12 +284,78 @@ def test_a_training_process_whose_task_died_stops_even_if_it_ignores_sigterm():
     assert distributed.supervisor_alive(os.getpid())
 
 
-def test_a_cpu_runs_gloo_keeps_to_loopback_unless_the_operator_chose(monkeypatch) -> None:
+def test_a_cpu_runs_gloo_keeps_to_loopback_unless_the_operator_chose() -> None:
     # Security review N8: all of a run's processes are on this machine.
-    from worker.training.distributed import loopback_only
+    env = launch.rank_environment({}, rank=0, world=2, device="cpu", rendezvous="/tmp/x/store")
+    assert env["GLOO_SOCKET_IFNAME"] == "lo" and "NCCL_SOCKET_IFNAME" not in env
+    assert "CUDA_VISIBLE_DEVICES" not in env
+    env = launch.rank_environment({"GLOO_SOCKET_IFNAME": "eth9"}, rank=0, world=2, device="cpu", rendezvous="/s")
+    assert env["GLOO_SOCKET_IFNAME"] == "eth9"
 
-    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
-    assert loopback_only("cpu") == {"GLOO_SOCKET_IFNAME": "lo"}
-    assert loopback_only("cuda") == {}
-    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth9")
-    assert loopback_only("cpu") == {}
+
+_JOINS = """
+import json, os, stat, sys, time
+import psutil, torch.distributed as dist
+from accelerate import PartialState
+from accelerate.utils import broadcast_object_list, gather_object
+from worker.training.distributed import join_group
+join_group()
+state = PartialState(cpu=True)  # as TRL's Accelerator does: it takes the group that exists
+rank = dist.get_rank()
+assert (state.num_processes, state.process_index) == (2, rank)
+box = [{"secret": "from rank 0"} if rank == 0 else None]
+broadcast_object_list(box, from_process=0)
+gathered = gather_object([rank * 10])
+dist.barrier()
+# Every socket the process listens on, while the group is up (gloo's pairs are connected).
+listening = sorted({c.laddr.ip for c in psutil.Process().net_connections(kind="inet") if c.status == "LISTEN"})
+folder = os.path.dirname(os.environ["ENVLAB_RENDEZVOUS_FILE"])
+mode = stat.S_IMODE(os.stat(folder).st_mode)
+print(json.dumps({"rank": rank, "box": box[0], "gathered": gathered, "listening": listening,
+                  "folder": folder, "mode": oct(mode), "master": os.environ.get("MASTER_ADDR")}), flush=True)
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+def test_the_processes_meet_through_a_private_file_and_listen_on_loopback_only(tmp_path):
+    """Security review N8: two real processes started by the launcher join one gloo group with no
+    TCP rendezvous store; nothing they open listens beyond loopback, the rendezvous folder is
+    the user's alone (0700), and the launcher removes it. (torch's TCPStore, which `accelerate
+    launch` used, listens on 0.0.0.0 / :: whatever address it is given.)"""
+    import json
+    import subprocess
+
+    root = str(Path(__file__).resolve().parents[3])
+    env = {**os.environ, "PYTHONPATH": root}
+    env.pop("GLOO_SOCKET_IFNAME", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "worker.training.launch", "--processes", "2", "--device", "cpu", "--",
+         sys.executable, "-c", _JOINS],
+        capture_output=True, text=True, env=env, cwd=root, timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    reports = sorted((json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")),
+                     key=lambda r: r["rank"])
+    assert [r["rank"] for r in reports] == [0, 1]
+    assert all(r["box"] == {"secret": "from rank 0"} and r["gathered"] == [0, 10] for r in reports)
+    assert all(r["master"] is None for r in reports)
+    assert all(set(r["listening"]) <= {"127.0.0.1", "::1"} for r in reports), reports
+    assert {r["mode"] for r in reports} == {"0o700"} and reports[0]["folder"] == reports[1]["folder"]
+    assert not Path(reports[0]["folder"]).exists()
+
+
+def test_the_launcher_stops_the_others_when_one_process_fails_and_exits_with_its_status():
+    import subprocess
+    import time
+
+    root = str(Path(__file__).resolve().parents[3])
+    script = "import os, sys, time; sys.exit(5) if os.environ['RANK'] == '1' else time.sleep(120)"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "worker.training.launch", "--processes", "2", "--device", "cpu", "--",
+         sys.executable, "-c", script],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": root}, cwd=root, timeout=120,
+    )
+    assert done.returncode == 5, done.stderr
+    assert time.monotonic() - started < 30  # rank 0 was stopped, not waited for

@@ -237,3 +237,21 @@ def test_a_row_without_a_task_index_is_refused(harbor: tuple[str, Path]) -> None
     factory = HarborSessionFactory(url, dataset="mini", harness="bash", sandbox="docker", llm_url=VLLM)
     with pytest.raises(ValueError, match="names no Harbor task"):
         factory.create([{"role": "user", "content": "fix-it"}])
+
+
+def test_a_rollouts_client_has_no_unchecked_http_path(harbor: tuple[str, Path]) -> None:
+    """Security review N1: openenv's HarborEnv opens an httpx client of its own, which would
+    resolve the server's name again and follow proxies; only its pinned WebSocket is used."""
+    from envs.adapters.harbor import TASK_INDEX_KEY, HarborSessionFactory
+
+    url, _ = harbor
+    factory = HarborSessionFactory(url, dataset="mini", harness="bash", sandbox="docker", llm_url=VLLM)
+    session = factory.create([{"role": "user", "content": "fix-it", TASK_INDEX_KEY: 0}])
+    try:
+        assert session.wait_for_completion(60) == 2  # played over the pinned WebSocket
+        client = session._client
+        assert client._http.is_closed
+        with pytest.raises(RuntimeError, match="client has been closed"):
+            client.splits()
+    finally:
+        session.close()
