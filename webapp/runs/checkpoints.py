@@ -40,6 +40,7 @@ CHECKPOINT_DIR_RE = re.compile(r"^checkpoint-([0-9]{1,9})$")
 CHECKPOINT_MARKER = "envlab-complete.json"
 STAGING_PREFIX = ".saving-"
 WARMUP_MODEL_DIR = Path("warmup") / "model"
+ADAPTER_CONFIG = "adapter_config.json"  # what peft writes beside a LoRA adapter (worker/models.py)
 Phase = Literal["warmup", "grpo"]
 
 
@@ -50,6 +51,7 @@ class Checkpoint:
     created_at: datetime
     size_bytes: int
     path: Path
+    adapter: bool = False  # a LoRA adapter alone (a run with `peft`), loaded on its base model
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +59,7 @@ class Checkpoint:
             "phase": self.phase,
             "created_at": self.created_at,
             "size_bytes": self.size_bytes,
+            "adapter": self.adapter,
         }
 
 
@@ -182,8 +185,12 @@ def run_checkpoints(*, run: Run) -> list[Checkpoint]:
             continue
         marker = CHECKPOINT_MARKER if (entry / CHECKPOINT_MARKER).is_file() else "trainer_state.json"
         facts = _folder_facts(entry, marker)
-        if facts is not None and (entry / "config.json").is_file():
+        if facts is None:
+            continue
+        if (entry / "config.json").is_file():
             found.append(Checkpoint(step, "grpo", facts[0], facts[1], entry))
+        elif (entry / ADAPTER_CONFIG).is_file():
+            found.append(Checkpoint(step, "grpo", facts[0], facts[1], entry, adapter=True))
     return sorted(found, key=lambda checkpoint: checkpoint.step)
 
 

@@ -331,6 +331,37 @@ VLLM_PASSTHROUGH = (
 )
 
 
+LORA_TARGET_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,63}$")
+
+
+class PeftSettings(_Strict):
+    """LoRA through the `peft` package: GRPO trains a small adapter on the frozen model instead
+    of every weight (TRL's `peft_config`). Checkpoints hold the adapter alone; an evaluation, the
+    arena or a later run that starts from one loads the base model and merges the adapter in."""
+
+    r: int = Field(default=16, ge=1, le=256, description="LoRA rank: the adapter's inner width.")
+    lora_alpha: int = Field(default=32, ge=1, le=1024, description="LoRA scaling numerator (scale = lora_alpha / r).")
+    lora_dropout: float = Field(default=0.05, ge=0, le=0.5, description="Dropout on the adapter's input.")
+    target_modules: Literal["all-linear"] | list[str] = Field(
+        default="all-linear",
+        description='The layers that get an adapter: "all-linear", or module names such as ["q_proj", "v_proj"].',
+    )
+
+    @field_validator("target_modules")
+    @classmethod
+    def _module_names(cls, value: str | list[str]) -> str | list[str]:
+        if isinstance(value, list):
+            if not 1 <= len(value) <= 32:
+                raise ValueError("give 1 to 32 module names, or \"all-linear\"")
+            bad = [name for name in value if not LORA_TARGET_RE.fullmatch(name)]
+            if bad:
+                raise ValueError(f"not a module name: {bad[0][:70]!r} (letters, digits, '_' and '.')")
+        return value
+
+    def label(self) -> str:
+        return f"LoRA r={self.r}"
+
+
 class GenerationSettings(_Strict):
     backend: Literal["transformers", "vllm"] = "transformers"
     vllm_mode: Literal["colocate", "server"] = "colocate"
@@ -387,6 +418,9 @@ class RunConfig(_Strict):
         default_factory=GRPOSettings, description="GRPO training; null for a warm-up alone (needs `warmup`)."
     )
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    peft: PeftSettings | None = Field(
+        default=None, description="LoRA: train a PEFT adapter instead of every weight; none (full training) by default."
+    )
     harness: HarnessSettings | None = Field(
         default=None, description="A harness run on a Harbor server (TRL's async GRPO trainer); none by default."
     )
@@ -461,6 +495,16 @@ class RunConfig(_Strict):
             raise _FieldError("grpo", "grpo may be null only for a run with a warm-up: give `warmup` or `grpo`")
         if self.harness is not None:
             self._harness_rules()
+        if self.peft is not None:
+            if self.harness is not None:
+                raise _FieldError("peft", "a harness run trains every weight: LoRA is not available there yet")
+            if self.warmup is not None:
+                raise _FieldError(
+                    "peft", "LoRA after an SFT warm-up is not available yet: warm up without it, then start a "
+                    'LoRA run from the warm-up (model: {"run": <id>, "checkpoint": 0})'
+                )
+            if self.grpo is None:
+                raise _FieldError("peft", "LoRA trains the GRPO phase: give `grpo`")
         longest = MAX_COMPLETION_LENGTH[self.device]
         if self.grpo is not None and self.grpo.max_completion_length > longest:
             raise _FieldError(

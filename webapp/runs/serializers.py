@@ -113,6 +113,7 @@ class CheckpointOut(serializers.Serializer):
     phase = serializers.ChoiceField(choices=Run.Phase.choices)
     created_at = serializers.DateTimeField()
     size_bytes = serializers.IntegerField()
+    adapter = serializers.BooleanField(help_text="A LoRA adapter alone (a run with `peft`): loaded on its base model.")
 
 
 class RunDetailOut(RunOut):

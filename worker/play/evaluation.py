@@ -111,9 +111,10 @@ class _Heartbeat:
 
 def _load_model(entry: dict[str, Any], owner: Any) -> tuple[Any, Any]:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from webapp.accounts.secrets import user_secret_value
+    from worker.models import load_causal_lm
 
     spec = entry["spec"]
     model = CheckpointRef.model_validate(spec) if isinstance(spec, dict) else spec
@@ -124,7 +125,7 @@ def _load_model(entry: dict[str, Any], owner: Any) -> tuple[Any, Any]:
             raise ValueError(refused)
     token = None if resolved.local else user_secret_value(user=owner, name="hf_token")
     tokenizer = AutoTokenizer.from_pretrained(resolved.source, token=token)
-    loaded = AutoModelForCausalLM.from_pretrained(resolved.source, dtype=torch.float32, token=token)
+    loaded = load_causal_lm(resolved.source, dtype=torch.float32, token=token)
     loaded.eval()
     return loaded, tokenizer
 

@@ -45,6 +45,7 @@ from webapp.runs.services import (  # noqa: E402
 from webapp.runs.telemetry.record import LeaseLost, telemetry_record  # noqa: E402
 from webapp.settings.env import env_int  # noqa: E402
 from worker.datasets import episode_rows  # noqa: E402
+from worker.models import load_causal_lm, lora_config  # noqa: E402
 from worker.training.checkpoint_save import AtomicCheckpoints, remove_leftovers  # noqa: E402
 from worker.training.distributed import RankGroup, peer_lost  # noqa: E402
 from worker.training.group_starts import GroupStartMeter, group_starts  # noqa: E402
@@ -436,15 +437,13 @@ def build_trainer(
     """`model_source`: start from this folder (the run's own warm-up model) instead of `model`.
     `vllm_server_base_url`: the vLLM server the worker started for this run, if it did."""
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     assert config.grpo is not None
     try:
         source, hub_token = (model_source, None) if model_source else run_model_source(run, config)
         tokenizer = AutoTokenizer.from_pretrained(source, token=hub_token)
-        model = AutoModelForCausalLM.from_pretrained(
-            source, dtype=torch.float32 if config.device == "cpu" else "auto", token=hub_token
-        )
+        model = load_causal_lm(source, dtype=torch.float32 if config.device == "cpu" else "auto", token=hub_token)
     except Exception as exc:
         mark_failure(exc, Run.Failure.MODEL)
         raise
@@ -471,6 +470,8 @@ def build_trainer(
         reward_funcs=list(reward_funcs),  # as a list of TRL's wider item type (lists are invariant)
         train_dataset=Dataset.from_list(episode_rows(config, task_rows=task_rows)),
         environment_factory=factory,
+        # LoRA: TRL wraps the model in a peft adapter; its checkpoints then hold the adapter alone.
+        peft_config=lora_config(config.peft) if config.peft is not None else None,
     )
     trainer.envlab_sink = sink
     # With tqdm off, transformers prints every log dict to stdout; the database has them.

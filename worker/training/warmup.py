@@ -275,13 +275,13 @@ def sft_train(
     Returns (trainer, model, tokenizer); the tokenizer keeps its own chat template."""
     import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
+    from worker.models import load_causal_lm
+
     tokenizer = AutoTokenizer.from_pretrained(model_source, token=hub_token)
-    model = AutoModelForCausalLM.from_pretrained(
-        model_source, dtype=torch.float32 if device == "cpu" else "auto", token=hub_token
-    )
+    model = load_causal_lm(model_source, dtype=torch.float32 if device == "cpu" else "auto", token=hub_token)
     args = SFTConfig(
         output_dir=str(output_dir),
         num_train_epochs=warmup.epochs,
