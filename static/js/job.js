@@ -32,6 +32,18 @@
     error.hidden = !job.error;
     var result = job.result;
     if (job.kind === "rescore" && window.envlabRescore) window.envlabRescore(job);  // static/js/rescore.js
+    if (job.kind === "hub_push" && result) {
+      byId("hub-push-result").hidden = false;
+      byId("hub-push-rows").textContent = String(result.rows);
+      byId("hub-push-bytes").textContent = String(result.bytes);
+      byId("hub-push-path").textContent = String(result.path);
+      byId("hub-push-commit").textContent = String(result.commit);
+      var link = byId("hub-push-link");
+      link.textContent = String(result.repo_id);
+      // Only a web address becomes a link: the result comes from the Hub's answer.
+      if (/^https?:\/\//.test(String(result.url))) link.href = String(result.url);
+      return;
+    }
     if (job.kind !== "dry_run" || !result) return;
     byId("dry-run-result").hidden = false;
     byId("dry-run-verdict").textContent = result.verdict;

@@ -47,6 +47,10 @@ urlpatterns = [
     path("runs/<int:pk>/prompts/", prompt_apis.RunPromptListApi.as_view(), name="api-run-prompts"),
     path("runs/<int:pk>/prompts/<str:key>/", prompt_apis.RunPromptTimelineApi.as_view(), name="api-run-prompt"),
     path("runs/<int:pk>/rescore/", workbench_apis.RunRescoreApi.as_view(), name="api-run-rescore"),
+    path("runs/<int:pk>/push/", workbench_apis.RunHubPushApi.as_view(), name="api-run-push"),
+    path(
+        "evaluations/<int:pk>/push/", workbench_apis.EvaluationHubPushApi.as_view(), name="api-evaluation-push"
+    ),
     path("workers/", run_apis.WorkerListApi.as_view(), name="api-workers"),
     path("reward-recipes/", reward_apis.RecipeListApi.as_view(), name="api-reward-recipes"),
     path("reward-recipes/<int:pk>/", reward_apis.RecipeDetailApi.as_view(), name="api-reward-recipe"),

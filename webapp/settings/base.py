@@ -349,3 +349,5 @@ ENVLAB_ENV_OUTAGE_SECONDS = env_float("ENVLAB_ENV_OUTAGE_SECONDS", 300.0)
 # A running run whose step counter has not moved for this long while its heartbeat is alive
 # gets a `stalled` alert naming what it is doing (worker/training/stall.py); 0 turns it off.
 ENVLAB_STALL_SECONDS = env_float("ENVLAB_STALL_SECONDS", 900.0)
+# The Hugging Face Hub that "Push rollouts" / "Push episodes" upload to (worker/play/hub_push.py).
+ENVLAB_HF_ENDPOINT = env_str("ENVLAB_HF_ENDPOINT", "https://huggingface.co").rstrip("/")

@@ -5,11 +5,11 @@ Each starts a job or answers at once; thin views over webapp.workbench's service
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from django.http import Http404
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -27,6 +27,7 @@ from webapp.workbench.composer import (
     preview_wants_play,
 )
 from webapp.workbench.dry_run import recipe_dry_run_create
+from webapp.workbench.hub_push import hub_push_create
 from webapp.workbench.learnability import recipe_learnability_create
 from webapp.workbench.rescore import RescoreIn, run_rescore_create
 
@@ -125,3 +126,36 @@ class RecipeLearnabilityApi(WriteThrottled, APIView):
         recipe = get_object_or_404(recipes_visible_to(user=request.user), pk=pk)
         job = recipe_learnability_create(owner=request.user, recipe=recipe, data=request.data)
         return Response({"id": job.pk, "status": job.status}, status=status.HTTP_202_ACCEPTED)
+
+
+class JobQueuedOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.CharField()
+
+
+class _HubPushApi(WriteThrottled, APIView):
+    write_throttle_scope = "launch"  # a job each: counted as a launch (WriteThrottled)
+    what: Literal["run", "evaluation"] = "run"
+
+    @extend_schema(request=inline_serializer("HubPushIn", {
+        "repo_id": serializers.CharField(help_text='The dataset repository, "namespace/name".'),
+        "private": serializers.BooleanField(required=False, default=True),
+    }), responses={202: JobQueuedOut})
+    def post(self, request: Request, pk: int) -> Response:
+        job = hub_push_create(user=request.user, what=self.what, target_id=pk, data=request.data)
+        return Response({"id": job.pk, "status": job.status}, status=status.HTTP_202_ACCEPTED)
+
+
+class RunHubPushApi(_HubPushApi):
+    """`POST /api/runs/<id>/push/` `{repo_id, private?}` -> 202 `{id, status}`: a job uploading the
+    run's rollouts as a Parquet dataset to the Hub with the caller's stored `hf_token`
+    (webapp/workbench/hub_push.py); follow it at `GET /api/jobs/<id>/`."""
+
+    what = "run"
+
+
+class EvaluationHubPushApi(_HubPushApi):
+    """`POST /api/evaluations/<id>/push/` `{repo_id, private?}` -> 202 `{id, status}`: the same for
+    an evaluation's episodes."""
+
+    what = "evaluation"

@@ -25,6 +25,7 @@ KINDS: dict[str, str] = {
     "learnability": "worker.play.learnability:learnability",
     "rescore": "worker.play.rescore:rescore",
     "preview": "worker.play.preview:preview",
+    "hub_push": "worker.play.hub_push:hub_push",
 }
 
 
