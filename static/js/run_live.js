@@ -110,6 +110,11 @@
     }
     var cancelNote = byId("run-cancel-requested");
     if (cancelNote) cancelNote.hidden = !(run.cancelRequested && isActive(run.status));
+    // Nothing more comes live once the run has ended: the badge goes (back when resumed).
+    var indicator = byId("live-indicator");
+    if (indicator) indicator.hidden = !isActive(run.status);
+    var rescoreCard = byId("rescore-card"); // the owner's only
+    if (rescoreCard) rescoreCard.hidden = isActive(run.status);
     tick();
   }
 
