@@ -15,9 +15,17 @@
  *
  * Model and environment text is inserted with textContent only.
  *
+ * A search (setSearch: the rollouts API's filters and ordering as a query string) shows one
+ * list instead of the steps: the API's matches in its order (with the step filter, of that
+ * step), read page after page through its `next` as the list scrolls; its length grows as
+ * pages arrive (a page of placeholders past the last row read until the last page). Live
+ * rollouts are not added to a search (they may not match): search again to see them.
+ *
  * Test hooks on the box (#rollouts): data-mode ("virtual" | "all"), data-filter ("all" |
  * a step), data-rows (rows in the filtered list), data-ready ("true" once the rows in view
- * are drawn with data), data-focused (the seq a ?rollout= / #rollout- link opened).
+ * are drawn with data), data-focused (the seq a ?rollout= / #rollout- link opened),
+ * data-search (the search's query string, "" without one), data-search-done ("true" once
+ * its last page is read).
  */
 (function () {
   "use strict";
@@ -174,6 +182,9 @@
     };
     this.mode = options.renderAll ? "all" : "virtual";
     this.filter = null; // null: every step
+    this.search = ""; // the API's search parameters; "" shows the steps
+    this.found = null; // the search's one entry (rows in the API's order)
+    this.onSearched = options.onSearched || function () {};
     this.expanded = new Map(); // seq -> measured height
     this.nodes = new Map(); // key -> row node in the DOM
     this.frame = null;
@@ -268,12 +279,14 @@
   };
 
   RolloutList.prototype.length = function () {
+    if (this.found) return this.found.count;
     if (this.filter !== null) return this.steps.get(this.filter).count;
     return this.prefix[this.prefix.length - 1];
   };
 
   RolloutList.prototype.locate = function (index) {
     // index in the shown list -> [entry, index within its step]
+    if (this.found) return [this.found, index];
     if (this.filter !== null) return [this.steps.get(this.filter), index];
     var lo = 0;
     var hi = this.order.length - 1;
@@ -286,6 +299,10 @@
   };
 
   RolloutList.prototype.indexOfSeq = function (seq, step) {
+    if (this.found) {
+      for (var f = 0; f < this.found.rows.length; f++) if (this.found.rows[f].seq === seq) return f;
+      return -1;
+    }
     var entry = this.steps.get(step);
     if (!entry || (this.filter !== null && this.filter !== step)) return -1;
     var j = -1;
@@ -434,6 +451,12 @@
 
   RolloutList.prototype.find = function (seq) {
     var found = null;
+    if (this.found && this.found.seqs.has(seq)) {
+      this.found.rows.forEach(function (r) {
+        if (r.seq === seq) found = r;
+      });
+      return found;
+    }
     this.steps.forEach(function (entry) {
       if (!found && entry.seqs.has(seq)) {
         for (var i = 0; i < entry.rows.length; i++) if (entry.rows[i].seq === seq) found = entry.rows[i];
@@ -497,6 +520,7 @@
     // the read failed (retried on a later render, not sooner than RETRY_MS).
     if (entry.loading) return entry.loading;
     if (entry.done || entry.rows.length > upto) return Promise.resolve(true);
+    if (entry === this.found) return this.loadFound(entry);
     var self = this;
     var wait = this.failedAt + RETRY_MS - Date.now();
     if (wait > 0) {
@@ -543,6 +567,64 @@
         return ok;
       });
     return entry.loading;
+  };
+
+  RolloutList.prototype.loadFound = function (entry) {
+    // The search's next page, as the API's `next` names it (same origin: its path only).
+    var self = this;
+    if (Date.now() < this.failedAt + RETRY_MS) return Promise.resolve(false);
+    entry.loading = getJson(entry.next)
+      .then(function (body) {
+        if (self.found !== entry) return true; // searched again meanwhile
+        (body.results || []).forEach(function (r) {
+          var seq = Number(r.seq);
+          if (entry.seqs.has(seq)) return;
+          entry.seqs.add(seq);
+          entry.rows.push(r);
+        });
+        if (body.next) {
+          var next = new URL(body.next, window.location.href);
+          entry.next = next.pathname + next.search;
+          entry.count = entry.rows.length + FIRST_PAGE;
+        } else {
+          entry.done = true;
+          entry.count = entry.rows.length;
+          self.box.dataset.searchDone = "true";
+        }
+        self.onSearched(entry.done ? entry.rows.length : null, body.search || null);
+        self.status("");
+        return true;
+      })
+      .catch(function (error) {
+        self.failedAt = Date.now();
+        self.status("Could not search the transcripts: " + error.message);
+        return false;
+      })
+      .then(function (ok) {
+        entry.loading = null;
+        self.schedule();
+        return ok;
+      });
+    return entry.loading;
+  };
+
+  RolloutList.prototype.setSearch = function (query) {
+    // `query`: the API's search parameters ("" shows the steps again); the step filter joins them.
+    this.search = String(query || "");
+    this.found = null;
+    if (this.search) {
+      var params = new URLSearchParams(this.search);
+      if (this.filter !== null) params.set("step", String(this.filter));
+      params.set("limit", String(MAX_PAGE));
+      this.found = { step: "search", count: FIRST_PAGE, rows: [], seqs: new Set(), next: this.api + "?" + params, done: false, loading: null };
+    }
+    this.box.dataset.search = this.search;
+    this.box.dataset.searchDone = "false";
+    this.expanded.clear();
+    this.clearNodes();
+    this.box.scrollTop = 0;
+    this.box.dataset.ready = "false";
+    this.render();
   };
 
   RolloutList.prototype.loadAll = function (entry) {
@@ -606,6 +688,7 @@
     if (step !== null && !this.steps.has(step)) step = null;
     this.filter = step;
     if (this.filterSelect) this.filterSelect.value = step === null ? "all" : String(step);
+    if (this.search) return this.setSearch(this.search); // the same search, of that step
     this.clearNodes();
     this.allShown = false;
     this.box.scrollTop = 0;
@@ -645,6 +728,7 @@
   RolloutList.prototype.focus = function (seq) {
     // A link to one rollout (?rollout=<seq> or #rollout-<seq>): its step, scrolled to, opened.
     var self = this;
+    if (this.search) this.setSearch(""); // a link opens the rollout among its step's
     return getJson(this.api + "?after_seq=" + (seq - 1) + "&limit=1")
       .then(function (body) {
         var r = (body.results || [])[0];

@@ -12,7 +12,12 @@
  * Event messages and alert texts may quote model or environment text: they are inserted
  * with textContent only, never parsed as HTML.
  *
- * Test hooks: #run-page[data-facts] ("synced" after each completed read, "syncing",
+ * The Tools and Checkpoints tables are re-read the same way: the checkpoints with the run
+ * (its `checkpoints`), the tools from GET /api/runs/<id>/tools/ on a metrics note that logs a
+ * tool's numbers (at most once per TOOLS_EVERY_MS) and on every full read.
+ *
+ * Test hooks: #tool-table[data-calls] (calls of every tool shown), #checkpoints[data-count]
+ * (rows shown); #run-page[data-facts] ("synced" after each completed read, "syncing",
  * "error"); #run-events[data-last-event]; each li.event[data-event-id].
  */
 (function () {
@@ -125,6 +130,180 @@
     root.insertBefore(fresh, titleRow ? titleRow.nextSibling : root.firstChild);
   }
 
+  // --- tools and checkpoints ---------------------------------------------------------------
+
+  var TOOLS_EVERY_MS = 2000;
+  var runPath = "/runs/" + Number(cfg.run) + "/";
+
+  function cell(className, child) {
+    var td = el("td", className);
+    if (child !== undefined && child !== null) td.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
+    return td;
+  }
+
+  function renderTools(table) {
+    var section = byId("tool-table");
+    if (!section) return;
+    var tools = table && Array.isArray(table.tools) ? table.tools : [];
+    var calls = 0;
+    var fresh = el("section", "card");
+    fresh.id = "tool-table";
+    fresh.dataset.api = section.dataset.api;
+    var h2 = el("h2", null, "Tools ");
+    h2.appendChild(el("span", "muted small", "whole run"));
+    fresh.appendChild(h2);
+    if (!tools.length) {
+      var none = el("p", "muted", "No tool calls recorded yet.");
+      none.id = "no-tools";
+      fresh.appendChild(none);
+    } else {
+      var tableNode = el("table", "table compact tool-table");
+      var head = el("tr");
+      ["Tool", "Calls", "Failures", "Mean latency", "Most common error"].forEach(function (name) {
+        var th = el("th", null, name);
+        th.scope = "col";
+        head.appendChild(th);
+      });
+      tableNode.appendChild(el("thead")).appendChild(head);
+      var body = tableNode.appendChild(el("tbody"));
+      tools.forEach(function (tool) {
+        calls += Number(tool.calls) || 0;
+        var row = el("tr", "tool-row");
+        row.dataset.tool = String(tool.name);
+        row.appendChild(cell("tool-name", el("code", null, String(tool.name))));
+        row.appendChild(cell("tool-calls", String(tool.calls)));
+        var failures = cell("tool-failures");
+        if (typeof tool.first_failure_seq === "number") {
+          var link = el("a", null, String(tool.failures));
+          link.href = runPath + "?rollout=" + tool.first_failure_seq + "#rollout-" + tool.first_failure_seq;
+          link.title = "first failure: rollout #" + tool.first_failure_seq + ", step " + tool.first_failure_step;
+          failures.appendChild(link);
+        } else {
+          failures.appendChild(document.createTextNode(String(tool.failures)));
+        }
+        if (tool.calls) {
+          failures.appendChild(document.createTextNode(" "));
+          failures.appendChild(el("span", "muted small", "(" + Math.round((100 * tool.failures) / tool.calls) + "%)"));
+        }
+        row.appendChild(failures);
+        row.appendChild(cell("tool-latency", typeof tool.latency_s === "number" ? tool.latency_s.toFixed(3) + " s" : "—"));
+        var error = cell("tool-error");
+        if (tool.top_error) {
+          error.appendChild(el("pre", "message-content", String(tool.top_error)));
+          error.appendChild(document.createTextNode(" "));
+          error.appendChild(el("span", "muted small", tool.top_error_count + "× in the sampled steps"));
+        } else {
+          error.appendChild(document.createTextNode("—"));
+        }
+        row.appendChild(error);
+        body.appendChild(row);
+      });
+      fresh.appendChild(tableNode);
+      var classes = el("p", "muted small tool-error-classes", "Failures by class: ");
+      var errors = table.errors && typeof table.errors === "object" ? table.errors : {};
+      Object.keys(errors).forEach(function (name, k) {
+        if (k) classes.appendChild(document.createTextNode(" · "));
+        var span = el("span", "tool-error-class", name + " " + errors[name]);
+        span.dataset.class = name;
+        classes.appendChild(span);
+      });
+      fresh.appendChild(classes);
+    }
+    fresh.dataset.calls = String(calls);
+    if (fresh.textContent !== section.textContent || section.dataset.calls === undefined) {
+      section.parentNode.replaceChild(fresh, section);
+    }
+  }
+
+  function formatBytes(bytes) {
+    var units = ["bytes", "KB", "MB", "GB", "TB"];
+    var value = Number(bytes) || 0;
+    var k = 0;
+    while (value >= 1024 && k < units.length - 1) {
+      value /= 1024;
+      k += 1;
+    }
+    return k ? value.toFixed(1) + " " + units[k] : value + " bytes";
+  }
+
+  function renderCheckpoints(checkpoints) {
+    var section = byId("checkpoints");
+    if (!section || !Array.isArray(checkpoints)) return;
+    section.dataset.count = String(checkpoints.length);
+    var evaluate = byId("evaluate-checkpoints");
+    if (evaluate) evaluate.hidden = !checkpoints.length;
+    if (!checkpoints.length) return; // the page's "No checkpoint yet" stays
+    var table = section.querySelector("table.checkpoint-table");
+    if (!table) {
+      table = el("table", "table compact checkpoint-table");
+      var head = el("tr");
+      ["Step", "Phase", "Saved", "Size", "As a model", ""].forEach(function (name) {
+        var th = el("th", null, name);
+        th.scope = "col";
+        head.appendChild(th);
+      });
+      table.appendChild(el("thead")).appendChild(head);
+      table.appendChild(el("tbody"));
+      Array.prototype.forEach.call(section.querySelectorAll("p"), function (p) {
+        p.parentNode.removeChild(p);
+      });
+      section.appendChild(table);
+    }
+    var body = table.querySelector("tbody");
+    var shown = {};
+    Array.prototype.forEach.call(body.querySelectorAll("tr.checkpoint-row"), function (row) {
+      shown[row.dataset.step] = true;
+    });
+    checkpoints.forEach(function (checkpoint) {
+      var step = String(Number(checkpoint.step));
+      if (shown[step]) return;
+      var row = el("tr", "checkpoint-row");
+      row.dataset.step = step;
+      row.appendChild(cell(null, step));
+      row.appendChild(cell(null, String(checkpoint.phase)));
+      row.appendChild(cell(null, formatTime(checkpoint.created_at)));
+      row.appendChild(cell(null, formatBytes(checkpoint.size_bytes)));
+      row.appendChild(cell(null, el("code", null, '{"run": ' + Number(cfg.run) + ', "checkpoint": ' + step + "}")));
+      var start = el("a", null, "Start a run from it");
+      start.href = "/runs/new/?model=run:" + Number(cfg.run) + "@" + step;
+      row.appendChild(cell(null, start));
+      // By step: before the first shown row of a later step.
+      var next = body.firstElementChild;
+      while (next && Number(next.dataset.step) < Number(step)) next = next.nextElementSibling;
+      body.insertBefore(row, next);
+    });
+  }
+
+  var toolsReading = null;
+  var toolsAgain = false;
+  var toolsReadAt = 0;
+
+  function readTools() {
+    // One read at a time, at most one per TOOLS_EVERY_MS; asked meanwhile, it reads once more.
+    var section = byId("tool-table");
+    if (!section || !section.dataset.api) return Promise.resolve();
+    if (toolsReading) {
+      toolsAgain = true;
+      return toolsReading;
+    }
+    var wait = Math.max(0, toolsReadAt + TOOLS_EVERY_MS - Date.now());
+    toolsReading = sleep(wait)
+      .then(function () {
+        toolsReadAt = Date.now();
+        return getJson(section.dataset.api);
+      })
+      .then(renderTools)
+      .catch(function () {}) // the next note or full read tries again
+      .finally(function () {
+        toolsReading = null;
+        if (toolsAgain) {
+          toolsAgain = false;
+          readTools();
+        }
+      });
+    return toolsReading;
+  }
+
   // --- events ------------------------------------------------------------------------------
 
   function renderEvent(event) {
@@ -188,6 +367,8 @@
           var run = await getJson(cfg.api_run);
           renderFacts(run);
           renderAlerts(run.alerts);
+          renderCheckpoints(run.checkpoints);
+          readTools();
           await readEvents();
           failures = 0;
         } catch (error) {
@@ -213,6 +394,10 @@
     if (!message || typeof message !== "object") return;
     if (message.type === "snapshot" || message.type === "status" || message.type === "facts") {
       refresh();
+    } else if (message.type === "metrics" && message.values && typeof message.values === "object") {
+      if (Object.keys(message.values).some(function (key) {
+        return key.indexOf("tools/") === 0;
+      })) readTools();
     } else if (typeof message.event === "number" && message.event > lastEventId) {
       refresh(); // a note that names a newer event than the newest shown: one was missed
     }

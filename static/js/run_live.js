@@ -110,6 +110,11 @@
     }
     var cancelNote = byId("run-cancel-requested");
     if (cancelNote) cancelNote.hidden = !(run.cancelRequested && isActive(run.status));
+    // Nothing more comes live once the run has ended: the badge goes (back when resumed).
+    var indicator = byId("live-indicator");
+    if (indicator) indicator.hidden = !isActive(run.status);
+    var rescoreCard = byId("rescore-card"); // the owner's only
+    if (rescoreCard) rescoreCard.hidden = isActive(run.status);
     tick();
   }
 
@@ -695,6 +700,75 @@
   if (startStep !== null && /^[0-9]{1,9}$/.test(startStep)) rolloutList.setFilter(Number(startStep));
   var linked = pageParams.get("rollout") || (/^#rollout-([0-9]{1,15})$/.exec(window.location.hash) || [])[1];
   if (linked && /^[0-9]{1,15}$/.test(linked)) rolloutList.focus(Number(linked));
+
+  // The search above the list: its fields are the rollouts API's parameters, kept in the
+  // page's query string, so a reload (or a shared link) shows the same search.
+  var SEARCH_FIELDS = ["q", "min_reward", "max_reward", "term", "term_min", "tool", "tool_failed", "unscored", "ordering"];
+  var searchForm = byId("rollout-search");
+
+  function searchQuery() {
+    var params = new URLSearchParams();
+    SEARCH_FIELDS.forEach(function (name) {
+      var field = searchForm.elements.namedItem(name);
+      var value = field ? String(field.value).trim() : "";
+      if (value) params.set(name, value);
+    });
+    return params.toString();
+  }
+
+  function keepInUrl(query) {
+    var params = new URLSearchParams(window.location.search);
+    SEARCH_FIELDS.concat(["rollout"]).forEach(function (name) {
+      params.delete(name);
+    });
+    new URLSearchParams(query).forEach(function (value, name) {
+      params.set(name, value);
+    });
+    if (rolloutList.filter === null) params.delete("step");
+    else params.set("step", String(rolloutList.filter));
+    var search = params.toString();
+    window.history.replaceState(null, "", window.location.pathname + (search ? "?" + search : "") + window.location.hash);
+  }
+
+  function searchStatus(matches, how) {
+    var node = byId("rollout-search-status");
+    if (!node) return;
+    var text = "";
+    if (rolloutList.search) {
+      text = matches === null ? "searching…" : matches + " match" + (matches === 1 ? "" : "es");
+      if (how && how.mode === "scan") text += " (text searched in the newest " + how.scanned + " of at most " + how.limit + " rollouts)";
+    }
+    node.textContent = text;
+  }
+
+  if (searchForm && !pageParams.get("rollout") && pageParams.get("render") !== "all") {
+    SEARCH_FIELDS.forEach(function (name) {
+      var field = searchForm.elements.namedItem(name);
+      var value = pageParams.get(name);
+      if (field && value !== null) field.value = value;
+    });
+    rolloutList.onSearched = searchStatus;
+    var startQuery = searchQuery();
+    if (startQuery) rolloutList.setSearch(startQuery);
+    searchForm.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var query = searchQuery();
+      rolloutList.setSearch(query);
+      searchStatus(null, null);
+      keepInUrl(query);
+    });
+    searchForm.addEventListener("reset", function () {
+      // After the form has cleared its fields.
+      setTimeout(function () {
+        rolloutList.setSearch("");
+        searchStatus(null, null);
+        keepInUrl("");
+      }, 0);
+    });
+    byId("rollout-step-filter").addEventListener("change", function () {
+      keepInUrl(rolloutList.search);
+    });
+  }
 
   function insertRollout(r) {
     var seq = Number(r.seq);

@@ -1,5 +1,5 @@
 """The re-score pages, server side: the run page's card is offered to the owner of a finished
-run only, and a re-score job's page carries its section, its script and escaped names."""
+run only (an active run's is hidden until it ends), and a re-score job's page carries its section, its script and escaped names."""
 
 from __future__ import annotations
 
@@ -21,12 +21,14 @@ def _run(owner, status):
     [("succeeded", True), ("failed", True), ("cancelled", True), ("interrupted", True), ("queued", False), ("running", False)],
 )
 def test_the_run_page_offers_a_rescore_for_finished_runs(client, owner, status, shown):
+    # An active run's card is there, hidden: the page shows it when the run ends.
     run = _run(owner, status)
     client.force_login(owner)
     page = client.get(f"/runs/{run.pk}/").content.decode()
-    assert ('id="rescore-card"' in page) is shown
-    assert (f'data-api="/api/runs/{run.pk}/rescore/"' in page) is shown
-    assert ("js/rescore_form.js" in page) is shown
+    assert ('id="rescore-card">' in page) is shown
+    assert ('id="rescore-card" hidden>' in page) is not shown
+    assert f'data-api="/api/runs/{run.pk}/rescore/"' in page
+    assert "js/rescore_form.js" in page
 
 
 def test_someone_who_may_only_view_the_run_is_not_offered_the_form(client, owner, outsider):

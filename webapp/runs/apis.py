@@ -16,9 +16,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from envs.adapters.tool_metrics import MAX_TOOL_NAME, safe_tool_name
 from webapp.core.export import FORMATS as EXPORT_FORMATS
 from webapp.core.export import MEDIA_TYPES, StreamedExportApi
-from webapp.core.params import int_param
+from webapp.core.params import bool_param, float_param, int_param, text_param
 from webapp.core.parsers import EnvlabJSONParser as JSONParser
 from webapp.core.throttles import WriteThrottled
 from webapp.runs.config import RunConfig
@@ -29,7 +30,6 @@ from webapp.runs.selectors import (
     run_can_change,
     run_events,
     run_rollout_steps,
-    run_rollouts,
     runs_visible_to,
     runs_with_alerts,
 )
@@ -50,6 +50,12 @@ from webapp.runs.services import (
 )
 from webapp.runs.telemetry.export import rollouts_jsonl, rollouts_parquet
 from webapp.runs.telemetry.layout import RunLayoutRejected, run_layout_for, run_layout_save
+from webapp.runs.telemetry.search import (
+    ROLLOUT_ORDERINGS,
+    SEARCH_SCAN_LIMIT,
+    RolloutSearch,
+    run_rollout_search,
+)
 from webapp.runs.telemetry.series import run_metric_keys, run_metric_series
 from webapp.runs.telemetry.tools import run_tool_table
 
@@ -168,6 +174,9 @@ class RunChartLayoutApi(APIView):
 
 
 class RunRolloutsApi(APIView):
+    """The run's rollouts, filtered and ordered. By seq the pages are a keyset (`after_seq`
+    oldest first, `before_seq` newest first); by reward or advantage they go by `offset`."""
+
     @extend_schema(
         parameters=[
             OpenApiParameter("step", int),
@@ -177,6 +186,32 @@ class RunRolloutsApi(APIView):
                 "before_seq", int, description="Newest first, below this seq (the next page keeps lowering it)."
             ),
             OpenApiParameter("limit", int),
+            OpenApiParameter("min_reward", float, description="Rollouts whose reward is at least this."),
+            OpenApiParameter("max_reward", float, description="Rollouts whose reward is at most this."),
+            OpenApiParameter("term", str, description="Rollouts where this reward term has a value."),
+            OpenApiParameter("term_min", float, description="With `term`: that term's value is at least this."),
+            OpenApiParameter(
+                "tool", str,
+                description="Rollouts whose transcript has a result of this tool. Rollouts stored before "
+                "tool facts were recorded count as using no tool.",
+            ),
+            OpenApiParameter(
+                "tool_failed", bool,
+                description="true: a call of `tool` (of any tool without `tool`) failed; false: none did.",
+            ),
+            OpenApiParameter("unscored", bool, description="true: only the unscored (lost) rollouts; false: none."),
+            OpenApiParameter(
+                "q", str,
+                description="Words of the transcript's text. PostgreSQL: full-text over every rollout; SQLite: "
+                f"a substring of the newest {SEARCH_SCAN_LIMIT} rollouts only (`search` in the response says which).",
+            ),
+            OpenApiParameter(
+                "ordering", str, enum=list(ROLLOUT_ORDERINGS),
+                description="seq (the default; -seq with `before_seq`) and -seq page by keyset (`after_seq` / "
+                "`before_seq` in `next`); by reward or advantage (rows without one last, ties by seq) the pages "
+                "go by `offset`.",
+            ),
+            OpenApiParameter("offset", int, description="With ordering by reward or advantage: rows to skip."),
         ],
         responses=RolloutPageOut,
     )
@@ -186,15 +221,46 @@ class RunRolloutsApi(APIView):
         after_seq = int_param(request, "after_seq", None, 0, 10**15)
         before_seq = int_param(request, "before_seq", None, 1, 10**15)
         limit = int_param(request, "limit", 50, 1, 500)
-        rows = list(
-            run_rollouts(
-                run=run, step=step, env=request.query_params.get("env") or None, after_seq=after_seq,
-                before_seq=before_seq,
-            )[: limit + 1]
+        search, ordering = _rollout_search(request, before_seq)
+        offset = int_param(request, "offset", 0, 0, 10**6) or 0
+        if offset and ordering.lstrip("-") == "seq":
+            raise ValidationError({"offset": ["only with ordering by reward or advantage; by seq, page with "
+                                              "after_seq or before_seq"]})
+        rows, found = run_rollout_search(
+            run=run, search=search, ordering=ordering, step=step, env=request.query_params.get("env") or None,
+            after_seq=after_seq, before_seq=before_seq,
         )
-        cursor = "after_seq" if before_seq is None else "before_seq"
-        page, next_url = _keyset_page(request, rows, limit, cursor, lambda row: row.seq)
-        return Response(RolloutPageOut({"results": page, "next": next_url}).data)
+        if ordering.lstrip("-") == "seq":
+            fetched = list(rows[: limit + 1])
+            cursor = "after_seq" if ordering == "seq" else "before_seq"
+            page, next_url = _keyset_page(request, fetched, limit, cursor, lambda row: row.seq)
+        else:
+            fetched = list(rows[offset : offset + limit + 1])
+            page, next_url = _keyset_page(request, fetched, limit, "offset", lambda row: offset + limit)
+        return Response(RolloutPageOut({"results": page, "next": next_url, "search": found}).data)
+
+
+def _rollout_search(request: Request, before_seq: int | None) -> tuple[RolloutSearch, str]:
+    """The search and ordering parameters, each refused by name when it is not valid."""
+    term = text_param(request, "term", 200)
+    term_min = float_param(request, "term_min")
+    if term_min is not None and term is None:
+        raise ValidationError({"term_min": ["needs `term`, the reward term it bounds"]})
+    tool = text_param(request, "tool", MAX_TOOL_NAME)
+    if tool is not None and safe_tool_name(tool) != tool:
+        raise ValidationError({"tool": ["a tool name has only letters, digits, '_', '.' and '-'"]})
+    min_reward, max_reward = float_param(request, "min_reward"), float_param(request, "max_reward")
+    if min_reward is not None and max_reward is not None and min_reward > max_reward:
+        raise ValidationError({"max_reward": ["must not be below min_reward"]})
+    ordering = request.query_params.get("ordering") or ("seq" if before_seq is None else "-seq")
+    if ordering not in ROLLOUT_ORDERINGS:
+        raise ValidationError({"ordering": [f"must be one of {', '.join(ROLLOUT_ORDERINGS)}"]})
+    search = RolloutSearch(
+        min_reward=min_reward, max_reward=max_reward, term=term, term_min=term_min, tool=tool,
+        tool_failed=bool_param(request, "tool_failed"), unscored=bool_param(request, "unscored"),
+        q=text_param(request, "q", 200),
+    )
+    return search, ordering
 
 
 class RunRolloutsExportApi(StreamedExportApi):

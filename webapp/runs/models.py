@@ -158,6 +158,11 @@ class Rollout(models.Model):
     # What the reward terms scored: {"attributes": {name: float}, "components": {...},
     # "completion_tokens": int, "completion_chars": int}; {} for rollouts stored before it.
     episode = models.JSONField(default=dict, blank=True)
+    # The transcript's tool results, summed at write time so the rollout search filters by
+    # tool in SQL: {tool name (safe_tool_name): {"calls": n, "failures": n}} and the failures
+    # of every tool together. Rollouts stored before these fields count as using no tool.
+    tools = models.JSONField(default=dict, blank=True)
+    tool_failures = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Prefetch, QuerySet
+from django.db.models import (
+    Prefetch,
+    QuerySet,
+)
 from django.urls import reverse
 
 from envs.adapters import episode_reward_rule

@@ -198,16 +198,27 @@ class RolloutOut(serializers.ModelSerializer):
         model = Rollout
         fields = [
             "seq", "step", "env", "seed", "prompt_key", "prompt", "messages", "rewards", "reward", "advantage",
-            "unscored", "created_at", "replay_url",
+            "unscored", "tools", "created_at", "replay_url",
         ]
 
     def get_replay_url(self, rollout: Rollout) -> str:
         return rollout_replay_url(rollout)
 
 
+class RolloutSearchOut(serializers.Serializer):
+    mode = serializers.ChoiceField(
+        choices=["fulltext", "scan"],
+        help_text="fulltext: PostgreSQL's text index, over every rollout of the run; scan: a substring "
+        "search over the run's newest `limit` rollouts only.",
+    )
+    scanned = serializers.IntegerField(required=False, help_text="scan: the rollouts looked through.")
+    limit = serializers.IntegerField(required=False, help_text="scan: the most rollouts a search looks through.")
+
+
 class RolloutPageOut(serializers.Serializer):
     results = RolloutOut(many=True)
     next = serializers.CharField(allow_null=True, help_text="The next page's URL; null on the last page.")
+    search = RolloutSearchOut(allow_null=True, help_text="How `q` was searched; null without `q`.")
 
 
 class WorkerOut(serializers.ModelSerializer):

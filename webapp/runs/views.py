@@ -52,6 +52,7 @@ from webapp.runs.services import (
     run_resume,
 )
 from webapp.runs.telemetry.charts import run_chart_page, run_charts
+from webapp.runs.telemetry.export import term_names
 from webapp.runs.telemetry.layout import MAX_METRIC_CHARTS, MAX_SMOOTHING, run_layout_for
 from webapp.runs.telemetry.metric_keys import WALL_TIME_KEY
 from webapp.runs.telemetry.series import run_metric_series
@@ -292,6 +293,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "chart_page": chart_page,
             "rollouts": [rollout_view(r) for r in rollouts],
             "tool_table": run_tool_table(run=run),
+            "reward_terms": term_names(run),
             "checkpoints": run_checkpoints(run=run),
             "environments": run_environments(run=run),
             "waiting_reason": run_waiting_reason(run=run),

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 
+from envs.adapters.tool_metrics import safe_tool_name, tool_results
 from webapp.core.transcripts import cap_transcript
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent, prompt_key
 from webapp.runs.selectors import run_last_event_id
@@ -162,17 +163,31 @@ def storable(value: Any) -> Any:
 def _rollout(run_id: int, seq: int, item: dict[str, Any]) -> Rollout:
     env = storable(str(item.get("env", ""))[:64])
     prompt = storable(item.get("prompt", []))
+    messages = cap_transcript(storable(item.get("messages", [])))
+    tools = rollout_tool_summary(messages)
     seed = item.get("seed")
     seed = seed if isinstance(seed, int) and not isinstance(seed, bool) and abs(seed) < 2**63 else None
     return Rollout(
         run_id=run_id, seq=seq, step=int(item["step"]), env=env,
         seed=seed, prompt_key=prompt_key(env, prompt, seed),
-        prompt=prompt, messages=cap_transcript(storable(item.get("messages", []))),
+        prompt=prompt, messages=messages,
         rewards={storable(str(k)): _number(v) for k, v in item.get("rewards", {}).items()},
         reward=_number(item.get("reward")), advantage=_number(item.get("advantage")),
         unscored=bool(item.get("lost", False)),
         episode=_episode_facts(item.get("episode")),
+        tools=tools, tool_failures=sum(facts["failures"] for facts in tools.values()),
     )
+
+
+def rollout_tool_summary(messages: Any) -> dict[str, dict[str, int]]:
+    """{tool name: {"calls": results, "failures": failed results}} of one transcript, the
+    names as the tool metrics key them (model text made safe)."""
+    summary: dict[str, dict[str, int]] = {}
+    for result in tool_results(messages):
+        facts = summary.setdefault(safe_tool_name(result.name), {"calls": 0, "failures": 0})
+        facts["calls"] += 1
+        facts["failures"] += int(result.error is not None)
+    return summary
 
 
 def _episode_facts(value: Any) -> dict[str, Any]:
