@@ -6,10 +6,8 @@ and the task is run here instead of by a worker process (tests/e2e covers a real
 
 from __future__ import annotations
 
+import base64
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import redis
@@ -28,41 +26,6 @@ from worker.tasks import send_run_notification
 pytestmark = pytest.mark.django_db
 
 NAN = "loss is nan at step 1: the update diverged; the weights after it are not usable."
-
-
-class Listener:
-    """A tiny real HTTP server that records every POST (path, JSON body) and answers 200."""
-
-    def __init__(self) -> None:
-        self.posts: list[tuple[str, dict]] = []
-        posts = self.posts
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                length = int(self.headers.get("Content-Length") or 0)
-                posts.append((self.path, json.loads(self.rfile.read(length) or b"{}")))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"json://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def listener() -> Iterator[Listener]:
-    served = Listener()
-    yield served
-    served.close()
 
 
 def make_run(owner, *, notify: list[str] | None = None, status: str = Run.Status.RUNNING) -> Run:
@@ -269,6 +232,6 @@ def test_beat_resends_a_notification_whose_task_never_reached_the_broker(owner, 
         assert (fresh, sent, broker.llen("default") - queued_before) == (0, 1, 1)
         message = json.loads(broker.lindex("default", 0))
         assert message["headers"]["task"] == "worker.tasks.send_run_notification"
-        assert json.loads(__import__("base64").b64decode(message["body"]))[0] == [row.pk]
+        assert json.loads(base64.b64decode(message["body"]))[0] == [row.pk]
     finally:
         broker.lpop("default")
