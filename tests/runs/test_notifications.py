@@ -235,3 +235,19 @@ def test_beat_resends_a_notification_whose_task_never_reached_the_broker(owner, 
         assert json.loads(base64.b64decode(message["body"]))[0] == [row.pk]
     finally:
         broker.lpop("default")
+
+
+def test_the_account_page_stores_a_notify_url_and_refuses_one_apprise_does_not_know(client, owner, listener):
+    client.force_login(owner)
+
+    refused = client.post("/account/", {"action": "set", "name": "notify_url", "value": "nonsense://x"})
+    nothing = UserSecret.objects.count()
+    stored = client.post("/account/", {"action": "set", "name": "notify_url", "value": listener.url})
+    page = client.get("/account/").content.decode()
+
+    assert refused.status_code == 400
+    assert "not a notification URL apprise knows" in refused.content.decode()
+    assert nothing == 0
+    assert stored.status_code == 302
+    assert '<tr data-secret="notify_url">' in page and "set (…hook)" in page
+    assert listener.url not in page
