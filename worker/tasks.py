@@ -140,10 +140,13 @@ def sweep_stale_runs() -> int:
 
 @shared_task(name="worker.tasks.requeue_unclaimed_runs", ignore_result=True)
 def requeue_unclaimed_runs() -> int:
-    """Re-send queued runs that no worker claimed (beat, every minute)."""
+    """Re-send queued runs that no worker claimed, and pending notifications (beat, every minute)."""
     _setup_django()
     from webapp.runs.services import run_requeue_unclaimed
+    from webapp.runs.telemetry.notify import run_notifications_resend
 
+    # Notifications whose task never reached the broker, too (their rows stay pending).
+    run_notifications_resend()
     return run_requeue_unclaimed()
 
 
@@ -168,3 +171,13 @@ def supervise_bundled() -> list[str]:
     for action in actions:
         log.info("bundled servers: %s", action)
     return actions
+
+
+@shared_task(name="worker.tasks.send_run_notification", acks_late=True, ignore_result=True)
+def send_run_notification(notification_id: int) -> str:
+    """Send one run notification through apprise (light `default` queue; webapp/runs/telemetry/notify.py).
+    A redelivered or repeated message sends nothing: only the task that takes the pending row sends."""
+    _setup_django()
+    from webapp.runs.telemetry.notify import run_notification_send
+
+    return run_notification_send(notification_id=notification_id)

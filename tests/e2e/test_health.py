@@ -9,22 +9,26 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.e2e.helpers import register_echo, run_config, wait_status
+from tests.e2e.helpers import metric_steps, register_echo, run_config, wait_status
 from tests.support.broken_echo import FAILURE
-from webapp.runs.models import Run, RunEvent
+from webapp.runs.models import Run, RunEvent, RunNotification
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
-def test_equal_groups_raise_zero_variance_and_the_run_succeeds_with_warnings(api, echo_url, worker):
+def test_equal_groups_raise_zero_variance_and_the_run_succeeds_with_warnings(api, echo_url, worker, listener):
+    """Also the real worker's side of notifications (a loopback listener as the owner's json://
+    URL: the alert and the end, each sent once by the worker's light queue) and of system metrics."""
     env_id = register_echo(api, echo_url)
+    assert api.put("/api/account/secrets/notify_url/", {"value": listener.url}, format="json").status_code == 200
     config = run_config(env_id, max_steps=3)
     # One term of weight 0: every completion of every group scores the same.
     config["rewards"] = [{"name": "tool_called", "kind": "tool_called", "weight": 0.0}]
-    config["alerts"] = {"zero_variance_steps": 2}
+    config["alerts"] = {"zero_variance_steps": 2, "notify": ["finished", "alert"]}
     run_id = api.post("/api/runs/", config, format="json").json()["id"]
 
     run = wait_status(run_id, ("succeeded", "failed"), 300, worker)
+    posts = listener.wait_for(2, 60)
 
     assert (run.status, run.error, run.step) == ("succeeded", "", 3)
     body = api.get(f"/api/runs/{run_id}/").json()
@@ -40,6 +44,16 @@ def test_equal_groups_raise_zero_variance_and_the_run_succeeds_with_warnings(api
     assert RunEvent.objects.filter(run_id=run_id, kind="alert", data__alert="zero_variance").count() == 1
     listed = {r["id"]: r for r in api.get("/api/runs/").json()}
     assert listed[run_id]["status_display"] == "succeeded, with warnings"
+    # The worker process sampled itself (ENVLAB_SYSTEM_METRICS_SECONDS is 1 s in the test settings).
+    assert metric_steps(run_id, "system/cpu_percent") and metric_steps(run_id, "system/rss_gib")
+    assert set(metric_steps(run_id, "system/rss_gib")) <= {0, 1, 2, 3}
+    assert sorted(body["title"] for _, body in posts) == [
+        f"envlab run {run_id} (e2e): alert zero_variance at step 2",
+        f"envlab run {run_id} (e2e): finished (succeeded) at step 3",
+    ], worker.log_text()[-3000:]
+    assert sorted(RunNotification.objects.filter(run_id=run_id).values_list("key", "state")) == [
+        ("alert:zero_variance:2", "sent"), ("finished:attempt1", "sent"),
+    ]
 
 
 def test_a_server_whose_every_tool_call_fails_gets_tool_failures_naming_the_tool(api, broken_echo_url, worker):

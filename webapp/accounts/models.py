@@ -1,4 +1,4 @@
-"""Per-user secrets (an Open Reward API key, a Hugging Face token), encrypted at rest."""
+"""Per-user secrets (an Open Reward API key, a Hugging Face token, a notification URL), encrypted at rest."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ class UserSecret(models.Model):
     class Name(models.TextChoices):
         OPENREWARD_API_KEY = "openreward_api_key", "Open Reward API key"
         HF_TOKEN = "hf_token", "Hugging Face token"
+        # An apprise URL (json://, ntfys://, slack://...) run notifications go to (webapp/runs/telemetry/notify.py).
+        NOTIFY_URL = "notify_url", "Notification URL"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="secrets")
     name = models.CharField(max_length=32, choices=Name.choices)

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
 from webapp.accounts.models import UserSecret
+from webapp.core.notify_urls import NotifyUrlRefused, notify_url_check
 
 MAX_SECRET_LENGTH = 512
 
@@ -81,6 +82,11 @@ def user_secret_set(*, user: AbstractBaseUser, name: str, value: str) -> SecretS
         raise SecretRejected("give a value (to remove the secret, delete it)")
     if len(value) > MAX_SECRET_LENGTH or any(c.isspace() or not c.isprintable() for c in value):
         raise SecretRejected(f"a key is up to {MAX_SECRET_LENGTH} printable characters without spaces")
+    if name == UserSecret.Name.NOTIFY_URL:
+        try:
+            notify_url_check(value, resolve=False)
+        except NotifyUrlRefused as exc:
+            raise SecretRejected(str(exc)) from None
     UserSecret.objects.update_or_create(
         user=user, name=name,
         defaults={"ciphertext": _fernet().encrypt(value.encode()).decode(), "last4": value[-4:]},

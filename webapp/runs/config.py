@@ -281,6 +281,10 @@ AlertKind = Literal[
     "group_mismatch",
 ]
 ALERT_KINDS: tuple[str, ...] = AlertKind.__args__  # type: ignore[attr-defined]
+# What a run tells its owner's notification URL about (webapp/runs/telemetry/notify.py): "finished" is a
+# run that succeeded, "failed" one that failed, "alert" any run-health alert raised.
+NotifyEvent = Literal["finished", "failed", "alert"]
+NOTIFY_EVENTS: tuple[str, ...] = NotifyEvent.__args__  # type: ignore[attr-defined]
 
 
 class AlertSettings(_Strict):
@@ -315,6 +319,14 @@ class AlertSettings(_Strict):
         default_factory=lambda: ["nonfinite"],
         max_length=len(ALERT_KINDS),
         description="Alerts that stop the run (status failed, a checkpoint kept, the alert as its error).",
+    )
+    notify: list[NotifyEvent] = Field(
+        default_factory=lambda: ["failed", "alert"],
+        max_length=len(NOTIFY_EVENTS),
+        description=(
+            "Events sent to the notification URL stored on your account page (`notify_url`): finished, "
+            "failed, alert. Nothing is sent while no URL is stored."
+        ),
     )
 
 

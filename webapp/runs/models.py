@@ -194,3 +194,33 @@ class WorkerHeartbeat(models.Model):
     capabilities = models.JSONField(default=dict)
     heartbeat_at = models.DateTimeField()
     current_run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL)
+
+
+class RunNotification(models.Model):
+    """A message about a run for its owner's `notify_url` (webapp/runs/telemetry/notify.py). One row per
+    (run, event identity), made in the transaction that records the event: a resumed or
+    taken-over run that raises the same alert again at the same step, or a redelivered task,
+    finds the row and sends nothing twice. The light worker's task sends only a pending row it
+    moved to `sending` itself."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        SENDING = "sending", "Sending"
+        SENT = "sent", "Sent"
+        FAILED = "failed", "Failed"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="notifications")
+    # "finished:attempt<n>", "failed:attempt<n>" or "alert:<kind>:<step>" (webapp/runs/telemetry/notify.py).
+    key = models.CharField(max_length=96)
+    # What the message says: kind ("finished", "failed", "alert"), status, alert kind, step, message.
+    data = models.JSONField(default=dict)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "key"], name="one_notification_per_run_event")]
+
+    def __str__(self) -> str:
+        return f"notification {self.key} of run {self.run_id} ({self.state})"

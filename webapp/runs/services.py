@@ -45,6 +45,7 @@ from webapp.runs.selectors import (
 )
 from webapp.runs.telemetry import metric_tiers
 from webapp.runs.telemetry.live import notify_run
+from webapp.runs.telemetry.notify import run_notify_end
 from webapp.runs.workers import run_worker_refusal
 
 log = logging.getLogger(__name__)
@@ -859,6 +860,7 @@ def run_finish(
                 run_id=run_id, kind=status, message=error[:2000] or f"Run {status}.",
                 data={**(data or {}), **({"failure": failure} if failure else {})},
             )
+            run_notify_end(run_id=run_id, status=status, step=step, error=error)
     if changed:
         _announce(run_id, "status")
     return bool(changed)

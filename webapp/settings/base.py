@@ -351,3 +351,10 @@ ENVLAB_ENV_OUTAGE_SECONDS = env_float("ENVLAB_ENV_OUTAGE_SECONDS", 300.0)
 ENVLAB_STALL_SECONDS = env_float("ENVLAB_STALL_SECONDS", 900.0)
 # The Hugging Face Hub that "Push rollouts" / "Push episodes" upload to (worker/play/hub_push.py).
 ENVLAB_HF_ENDPOINT = env_str("ENVLAB_HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+# Where the web app is reached from outside: run links in notifications are built on it.
+ENVLAB_PUBLIC_URL = env_str("ENVLAB_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# Notification URLs (a user's `notify_url`, sent by apprise from the light worker) may name a
+# loopback or private address only when this is on; link-local and metadata addresses never.
+ENVLAB_NOTIFY_ALLOW_PRIVATE = env_bool("ENVLAB_NOTIFY_ALLOW_PRIVATE", False)
+# How often a training process records its CPU, memory and GPU use (worker/training/system_metrics.py).
+ENVLAB_SYSTEM_METRICS_SECONDS = env_float("ENVLAB_SYSTEM_METRICS_SECONDS", 15.0)

@@ -38,6 +38,10 @@ RUNS_DIR = env_path("ENVLAB_RUNS_DIR", VAR_DIR / "test-runs")  # noqa: F405
 MODELS_DIR = env_path("ENVLAB_MODELS_DIR", VAR_DIR / "test-models")  # noqa: F405
 # Test servers listen on loopback; tests that check refusals override this.
 ENVLAB_ALLOWED_ENV_NETWORKS = ["127.0.0.0/8", "::1/128"]
+# Notifications go to a listener the test starts on loopback; tests of the refusal turn it off.
+ENVLAB_NOTIFY_ALLOW_PRIVATE = True
+# A sample a second: a three-step test run records a few.
+ENVLAB_SYSTEM_METRICS_SECONDS = env_float("ENVLAB_SYSTEM_METRICS_SECONDS", 1.0)
 ENVLAB_SECRETS_KEY = fernet_key_from(SECRET_KEY)
 # Throttle counters per test process; the suite's own traffic stays far below these rates
 # (tests that check throttling lower a rate with the `settings` fixture).

@@ -66,6 +66,7 @@ from worker.training.lifecycle import (  # noqa: E402
 from worker.training.perf import PerfMeter, completion_tokens, perf_metrics  # noqa: E402
 from worker.training.rewards import compile_rewards, scored_episode  # noqa: E402
 from worker.training.stall import StallWatch  # noqa: E402
+from worker.training.system_metrics import SystemSampler  # noqa: E402
 from worker.training.telemetry import TelemetrySink  # noqa: E402
 from worker.training.vllm_guard import guard_vllm_client, trust_vllm_origin  # noqa: E402
 
@@ -551,6 +552,9 @@ def grpo_phase(
     ) if lead else None
     if sink is not None:
         sink.step_done(start_step)
+    sampler = SystemSampler(sink.sampled, interval=settings.ENVLAB_SYSTEM_METRICS_SECONDS) if sink is not None else None
+    if sampler is not None:
+        sampler.start()
     health = HealthMonitor(config.alerts, tool_env=True) if lead and config.alerts.enabled else None
     callback = TelemetryCallback(sink, health, group=group)
     status, error, failure = Run.Status.SUCCEEDED, "", ""
@@ -615,6 +619,8 @@ def grpo_phase(
             )
     finally:
         toolstats.COLLECTOR.stop()
+        if sampler is not None:
+            sampler.stop()
         written = sink is None or sink.close(timeout=_close_timeout())
         if not written:
             log.error("run %s: telemetry not fully written before the end", run.pk)

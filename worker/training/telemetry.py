@@ -125,11 +125,19 @@ class TelemetrySink:
 
     # --- called from the training loop: constant time; waits only when the bound is hit --
 
-    def metrics(self, step: int, values: dict[str, Any]) -> None:
+    def metrics(self, step: int, values: dict[str, Any], *, wall_time: bool = True) -> None:
+        """`wall_time`: stamp the step with now (the run page's wall-time axis); off for values
+        sampled beside a step (system metrics), which must not move the step's own time."""
         values = dict(values)
-        # When the step was logged (epoch seconds): the run page's wall-time axis.
-        values.setdefault(WALL_TIME_KEY, time.time())
+        if wall_time:
+            values.setdefault(WALL_TIME_KEY, time.time())
         self._put("metrics", (step, values))
+
+    def sampled(self, values: dict[str, Any]) -> None:
+        """Values sampled by a thread beside training (worker/training/system_metrics.py), at the
+        last step done. Never waits for room: the sampler must not hold anything up."""
+        if values:
+            self._put("metrics", (self.step, dict(values)), wait=False)
 
     def rollouts(self, rows: list[dict[str, Any]]) -> None:
         if rows:

@@ -369,3 +369,25 @@ def test_a_backlog_that_logs_one_step_twice_is_stored_in_one_write_with_the_late
     stored = list(MetricPoint.objects.filter(run=claimed_run).order_by("step", "key").values_list("step", "key", "value", "seq"))
     assert stored == [(1, "loss", 0.5, 1), (2, "loss", 0.2, 3), (2, "train_runtime", 9.0, 3)]
     assert [n["seq"] for n in notes] == [1, 2, 3]
+
+
+def test_sampled_values_go_to_the_last_step_done_and_leave_its_wall_time_alone(claimed_run):
+    """System metrics (worker/training/system_metrics.py) land beside the step's own metrics."""
+    sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.2)
+    sink.sampled({"system/rss_gib": 1.5})  # before any step: step 0
+    sink.metrics(1, {"loss": 0.5})
+    sink.step_done(1)
+    sink.sampled({"system/rss_gib": 1.75, "system/cpu_percent": 180.0})
+    sink.sampled({})
+    assert sink.close(timeout=10) is True
+
+    stored = list(
+        MetricPoint.objects.filter(run=claimed_run).exclude(key=WALL_TIME_KEY)
+        .order_by("step", "key").values_list("step", "key", "value")
+    )
+    assert stored == [
+        (0, "system/rss_gib", 1.5), (1, "loss", 0.5), (1, "system/cpu_percent", 180.0), (1, "system/rss_gib", 1.75),
+    ]
+    assert list(MetricPoint.objects.filter(run=claimed_run, key=WALL_TIME_KEY).values_list("step", flat=True)) == [1]
+    claimed_run.refresh_from_db()
+    assert (claimed_run.last_seq, claimed_run.step) == (3, 1)

@@ -16,6 +16,7 @@ from webapp.core.transcripts import cap_transcript
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent, prompt_key
 from webapp.runs.selectors import run_last_event_id
 from webapp.runs.telemetry.metric_keys import canonical_metric_key
+from webapp.runs.telemetry.notify import run_notify_alert
 
 
 def _number(value: Any) -> float | None:
@@ -138,6 +139,11 @@ def telemetry_record(
             lost_events = True
     if alerts:
         RunEvent.objects.bulk_create(alerts)
+        for event in alerts:
+            if event.kind == "alert" and event.data["active"]:
+                run_notify_alert(
+                    run_id=run_id, alert=event.data["alert"], step=event.data["step"], message=event.message
+                )
     if alerts or lost_events:
         # The run page lists events and shows the alert banner: it re-reads them over REST.
         notes.append({"type": "facts", "event": run_last_event_id(run_id=run_id)})

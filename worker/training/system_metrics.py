@@ -1,0 +1,146 @@
+"""System metrics of a training process, recorded like any metric through the telemetry sink:
+`system/cpu_percent` (of one core: 400 is four cores busy), `system/rss_gib`,
+`system/process_threads`, and on CUDA, per GPU the process sees,
+`system/gpu<i>/util_percent|memory_gib|power_w|temp_c` (NVML, from nvidia-ml-py in the `gpu`
+extra; without it, no GPU metrics). With several training processes the first one samples
+(it holds the sink): its own process, and every GPU of the run's.
+
+A daemon thread samples every ENVLAB_SYSTEM_METRICS_SECONDS and hands the values to the sink
+at the last step done (the step the run page shows), without a wall time of its own: the
+step's wall time stays the one its training metrics logged. It never slows or stops
+training: the sink's queue takes the values without waiting, and any error is swallowed,
+the first one into one log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+GIB = 2**30
+Record = Callable[[dict[str, float]], None]
+# (metric name, reading from pynvml and a device handle): NVML gives milliwatts and bytes.
+GPU_READINGS: tuple[tuple[str, Callable[[Any, Any], float]], ...] = (
+    ("util_percent", lambda nvml, h: nvml.nvmlDeviceGetUtilizationRates(h).gpu),
+    ("memory_gib", lambda nvml, h: nvml.nvmlDeviceGetMemoryInfo(h).used / GIB),
+    ("power_w", lambda nvml, h: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0),
+    ("temp_c", lambda nvml, h: nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU)),
+)
+
+
+def _nvml() -> Any:
+    """pynvml (nvidia-ml-py), initialised, or None where it is not installed or finds no driver."""
+    try:
+        import pynvml  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # no driver, no device: no GPU metrics
+        log.info("system metrics: NVML unavailable (%s); no GPU metrics", exc)
+        return None
+    return pynvml
+
+
+def _visible_handles(nvml: Any) -> list[Any]:
+    """The process's GPUs in CUDA's order: CUDA_VISIBLE_DEVICES (indices or UUIDs) where set."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None or not visible.strip():
+        return [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+    handles = []
+    for entry in (part.strip() for part in visible.split(",")):
+        if not entry:
+            continue
+        if entry.isdigit():
+            handles.append(nvml.nvmlDeviceGetHandleByIndex(int(entry)))
+        else:
+            handles.append(nvml.nvmlDeviceGetHandleByUUID(entry))
+    return handles
+
+
+def _cuda_in_use() -> bool:
+    torch = sys.modules.get("torch")  # never imported here: training has it, or there is no CUDA
+    try:
+        return bool(torch is not None and torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+class SystemSampler:
+    """Call `start()` once training's sink exists and `stop()` before it closes."""
+
+    def __init__(self, record: Record, *, interval: float, gpus: bool | None = None) -> None:
+        self.record = record
+        self.interval = interval
+        self._gpus = gpus
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._process: Any = None
+        self._nvml: Any = None
+        self._handles: list[Any] = []
+        self.errors = 0
+
+    def start(self) -> None:
+        if self.interval <= 0:
+            return
+        self._thread = threading.Thread(target=self._run, name="system-metrics", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+
+    def _setup(self) -> None:
+        import psutil
+
+        self._process = psutil.Process()
+        self._process.cpu_percent(None)  # the first reading is 0.0: it starts the measurement
+        if self._gpus if self._gpus is not None else _cuda_in_use():
+            self._nvml = _nvml()
+            if self._nvml is not None:
+                self._handles = _visible_handles(self._nvml)
+
+    def _run(self) -> None:
+        try:
+            self._setup()
+        except Exception as exc:
+            self._failed(exc)
+            return
+        # The first sample soon, so that a short run has one; then every `interval`.
+        wait = min(self.interval, 1.0)
+        while not self._stop.wait(wait):
+            wait = self.interval
+            try:
+                values = self.sample()
+                if values:
+                    self.record(values)
+            except Exception as exc:
+                self._failed(exc)
+
+    def _failed(self, exc: BaseException) -> None:
+        self.errors += 1
+        if self.errors == 1:
+            log.warning("system metrics: %s: %s (later errors are not logged)", type(exc).__name__, exc)
+
+    def sample(self) -> dict[str, float]:
+        values: dict[str, float] = {}
+        process = self._process
+        if process is not None:
+            with process.oneshot():
+                values["system/cpu_percent"] = float(process.cpu_percent(None))
+                values["system/rss_gib"] = process.memory_info().rss / GIB
+                values["system/process_threads"] = float(process.num_threads())
+        for i, handle in enumerate(self._handles):
+            for name, read in GPU_READINGS:
+                try:
+                    values[f"system/gpu{i}/{name}"] = float(read(self._nvml, handle))
+                except Exception as exc:  # a reading this GPU does not support (power on some boards)
+                    self._failed(exc)
+        return values
