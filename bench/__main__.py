@@ -14,6 +14,8 @@ BENCHMARKS = ["live_latency", "training_overhead", "adapter_overhead", "metric_s
 GPU_BENCHMARKS = ["gpu_generation"]
 # Minutes long, run only by their own make target (`make loadtest`); shown when recorded.
 ON_DEMAND = ["loadtest", "loadtest_quick"]
+# Measured by hand on a lent GPU machine with a script of bench/gpu/ (its docstring says how); shown when recorded.
+BY_HAND = ["gpu_lora_memory"]
 LOAD_HEADING = "## Load: "
 
 
@@ -120,6 +122,7 @@ def render(results: dict[str, dict]) -> str:
         ]
     lines += transcript_list_section(results.get("transcript_list"))
     lines += gpu_generation_section(results.get("gpu_generation"))
+    lines += gpu_lora_memory_section(results.get("gpu_lora_memory"))
     lines += loadtest_section(results.get("loadtest")) + loadtest_section(results.get("loadtest_quick"))
     table = learning_table()
     if table:
@@ -195,6 +198,28 @@ def _transcript_list_caveats(tl: dict) -> str:
             "until then the server's newest rows are on screen."
         )
     return "".join(" " + note for note in notes)
+
+
+def gpu_lora_memory_section(gpu: dict | None) -> list[str]:
+    """Issue 20's device check (bench/gpu/lora_memory.py, run by hand on a lent GPU machine)."""
+    if not gpu:
+        return []
+    rows = [
+        f"| {'yes' if v['bf16'] else 'no'} | {'r=16' if v['lora'] else 'no'} | {'yes' if v['gradient_checkpointing'] else 'no'} "
+        f"| {v['gpu_memory_gib']:.2f} | {v['trainable_params']:,} | {v['step_s_median']:.3f} |"
+        for v in gpu["variants"]
+    ]
+    return [
+        f"## GPU memory: bf16, LoRA and gradient checkpointing ({gpu['date']}, {gpu['gpu']})",
+        "",
+        f"{gpu['model']}, {gpu['batch']}, {gpu['steps']} steps, torch {gpu['torch']}; {gpu['how']}. Peak memory is "
+        "torch.cuda.max_memory_allocated, as the run page's perf/gpu_memory_gib.",
+        "",
+        "| bf16 | LoRA | gradient checkpointing | peak GPU memory GiB | trainable parameters | step s (median) |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
 
 
 def gpu_generation_section(gpu: dict | None) -> list[str]:
@@ -381,7 +406,7 @@ def render_recorded() -> None:
     import json
 
     results = {}
-    for name in BENCHMARKS + GPU_BENCHMARKS + ON_DEMAND:
+    for name in BENCHMARKS + GPU_BENCHMARKS + ON_DEMAND + BY_HAND:
         path = ROOT / "bench" / "results" / f"{name}.json"
         if path.exists():
             results[name] = json.loads(path.read_text())
