@@ -91,22 +91,30 @@ def summary_keys(params: Any) -> list[str]:
 def runs_metric_summaries(*, run_ids: list[int], keys: list[str]) -> dict[int, dict[str, dict[str, Any]]]:
     """{run id: {key: {"last", "max", "min", "step"}}} over every point the runs logged for
     those keys: `step` is the last step, `last` its value, `max` and `min` over all steps
-    (a null value, TRL's NaN, counts in none of them). A key a run never logged is absent from
-    its dict. One query for the whole page, from the (run, key, step, value) index."""
+    (a null value, TRL's NaN, counts in neither). A key a run never logged is absent from its
+    dict. One query for the whole page: a row per run, each figure a subquery on the
+    (run, key, step, value) index, so the database evaluates them once per run and key, not
+    once per point (an aggregate grouped by run and key with the last value as a subquery
+    ran that subquery for every point: 40 ms a page of 50 on PostgreSQL)."""
     if not run_ids or not keys:
         return {}
-    last_value = (
-        MetricPoint.objects.filter(run_id=OuterRef("run_id"), key=OuterRef("key")).order_by("-step").values("value")[:1]
-    )
-    rows = (
-        MetricPoint.objects.filter(run_id__in=run_ids, key__in=keys)
-        .values("run_id", "key")
-        .annotate(step=Max("step"), max=Max("value"), min=Min("value"), last=Subquery(last_value))
-        .order_by()
-    )
+    columns: dict[str, Any] = {}
+    for index, key in enumerate(keys):
+        points = MetricPoint.objects.filter(run_id=OuterRef("pk"), key=key)
+        newest = points.order_by("-step")
+        per_run = points.order_by().values("run_id")
+        columns[f"k{index}_step"] = Subquery(newest.values("step")[:1])
+        columns[f"k{index}_last"] = Subquery(newest.values("value")[:1])
+        columns[f"k{index}_max"] = Subquery(per_run.annotate(top=Max("value")).values("top"))
+        columns[f"k{index}_min"] = Subquery(per_run.annotate(low=Min("value")).values("low"))
     out: dict[int, dict[str, dict[str, Any]]] = {}
-    for row in rows:
-        out.setdefault(row["run_id"], {})[row["key"]] = {
-            "last": row["last"], "max": row["max"], "min": row["min"], "step": row["step"],
+    for row in Run.objects.filter(pk__in=run_ids).order_by().values("pk", **columns):
+        out[row["pk"]] = {
+            key: {
+                "last": row[f"k{index}_last"], "max": row[f"k{index}_max"], "min": row[f"k{index}_min"],
+                "step": row[f"k{index}_step"],
+            }
+            for index, key in enumerate(keys)
+            if row[f"k{index}_step"] is not None
         }
     return out
