@@ -158,12 +158,14 @@ def measure(vendor: str) -> dict[str, Any]:
         server.wait(timeout=30)
 
     page = bodies["summaries"]
-    assert page["count"] == RUNS and len(page["results"]) == PAGE
+    assert page["count"] == RUNS
+    assert len(page["results"]) == PAGE
     assert all(sorted(row["summary"]) == sorted(KEYS) for row in page["results"])
     assert all(row["summary"][KEYS[0]]["step"] == STEPS for row in page["results"])
     assert all(row["summary"] == {} for row in bodies["baseline"]["results"])
     filtered = bodies["filtered"]["results"]
-    assert filtered and all("lr-sweep" in row["tags"] and row["status"] == "succeeded" for row in filtered)
+    assert filtered
+    assert all("lr-sweep" in row["tags"] and row["status"] == "succeeded" for row in filtered)
     assert len(bodies["deep_page"]["results"]) == PAGE
     connection.close()
     if vendor == "postgresql":
