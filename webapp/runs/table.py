@@ -61,12 +61,20 @@ class RunTableFilter(django_filters.FilterSet):
 def runs_table(*, runs: QuerySet[Run], params: Any) -> QuerySet[Run]:
     """`runs` filtered and ordered as the query `params` say, ties broken by id (so pages
     never repeat or skip a row); raises RunListRejected for a value it cannot take."""
-    table = RunTableFilter(params, queryset=runs)
+    # An empty field of a filter form (`status=`) filters nothing, as if it were not sent.
+    given = params.copy()
+    for name in list(given):
+        values = [value for value in given.getlist(name) if value != ""]
+        if values:
+            given.setlist(name, values)
+        else:
+            del given[name]
+    table = RunTableFilter(given, queryset=runs)
     if not table.is_valid():
         raise RunListRejected({field: [str(m) for m in messages] for field, messages in table.errors.items()})
     rows = table.qs
     ordering = [field for field in rows.query.order_by if field.lstrip("-") in ORDERING_FIELDS]
-    if not params.get("ordering"):
+    if not given.get("ordering"):
         ordering = list(DEFAULT_ORDERING)
     if not any(field.lstrip("-") == "id" for field in ordering):
         ordering.append("-id")
