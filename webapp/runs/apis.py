@@ -79,6 +79,7 @@ class RunListApi(WriteThrottled, APIView):
     write_throttle_scope = "launch"
 
     @extend_schema(
+        operation_id="runs_list",
         parameters=[
             OpenApiParameter("status", str, many=True, enum=list(Run.Status.values), description="Any of these."),
             OpenApiParameter("tag", str, many=True, description="Tag slugs: runs with all of them."),
@@ -98,6 +99,7 @@ class RunListApi(WriteThrottled, APIView):
             component_name="RunListOrPage",
             serializers=[RunRowOut(many=True), RunPageOut],
             resource_type_field_name=None,
+            many=False,  # the list is one of the shapes, not a list of either
         ),
         description=(
             "Without `limit`: a list of the first 200 matching runs (the v1 shape). With `limit`: one page, "
