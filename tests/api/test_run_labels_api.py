@@ -168,3 +168,28 @@ def test_only_the_owner_deletes(owner, outsider_api, viewer_api, operator_api, s
     assert Run.objects.filter(pk=run.pk).count() == 1
     assert [model.objects.filter(run=run).count() for model in (MetricPoint, Rollout, RunEvent, RunTag)] == [1] * 4
     assert (tmp_path / str(run.pk) / "checkpoint-1").is_dir()
+
+
+def test_a_run_whose_checkpoints_an_active_evaluation_plays_is_not_deleted(api, owner, settings, tmp_path):
+    from webapp.evaluations.models import Evaluation
+
+    settings.RUNS_DIR = tmp_path
+    run = _recorded_run(owner, Run.Status.SUCCEEDED, tmp_path)
+    evaluation = Evaluation.objects.create(
+        owner=owner, environment_name="catch", prompt="p", model_specs=[], episodes=1, seed=0, total=1,
+        source_run=run,
+    )
+
+    refused = api.delete(f"/api/runs/{run.pk}/")
+    Evaluation.objects.filter(pk=evaluation.pk).update(status=Evaluation.Status.SUCCEEDED)
+    accepted = api.delete(f"/api/runs/{run.pk}/")
+
+    assert refused.status_code == 409
+    assert refused.json() == {
+        "detail": f"evaluation {evaluation.pk} plays this run's checkpoints: delete it when that evaluation has ended"
+    }
+    assert accepted.status_code == 204
+    assert not Run.objects.filter(pk=run.pk).exists()
+    assert list(tmp_path.iterdir()) == []
+    evaluation.refresh_from_db()
+    assert evaluation.source_run_id is None  # the evaluation stays, its results with it
