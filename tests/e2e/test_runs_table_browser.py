@@ -62,6 +62,16 @@ def test_filter_and_sort_survive_a_reload_and_bulk_tag(browser, owner, web):
     }
     assert page.text_content(f'tr[data-run-id="{made[XSS].pk}"] a.run-name') == XSS
     assert page.evaluate("() => window.__xss") is None
+
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.check(f'input[name=run][value="{made["c-run"].pk}"]')
+    with page.expect_navigation():
+        page.click("#bulk-delete-button")
+    page.wait_for_selector("#run-table")
+    assert _rows(page) == [made[XSS].pk, made["a-run"].pk]
+    assert sorted(Run.objects.values_list("pk", flat=True)) == sorted(
+        [made["a-run"].pk, made[XSS].pk, made["other"].pk]
+    )
     page.close()
 
 
