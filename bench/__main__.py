@@ -9,7 +9,9 @@ from pathlib import Path
 
 from bench.common import ROOT, setup_django, write_result
 
-BENCHMARKS = ["live_latency", "training_overhead", "adapter_overhead", "metric_series", "transcript_list"]
+BENCHMARKS = [
+    "live_latency", "training_overhead", "adapter_overhead", "metric_series", "transcript_list", "runs_table",
+]
 # Run only when named, on a machine with a GPU (`python -m bench gpu_generation`); shown when recorded.
 GPU_BENCHMARKS = ["gpu_generation"]
 # Minutes long, run only by their own make target (`make loadtest`); shown when recorded.
@@ -121,6 +123,7 @@ def render(results: dict[str, dict]) -> str:
             "",
         ]
     lines += transcript_list_section(results.get("transcript_list"))
+    lines += runs_table_section(results.get("runs_table"))
     lines += gpu_generation_section(results.get("gpu_generation"))
     lines += gpu_lora_memory_section(results.get("gpu_lora_memory"))
     lines += loadtest_section(results.get("loadtest")) + loadtest_section(results.get("loadtest_quick"))
@@ -143,6 +146,36 @@ def render(results: dict[str, dict]) -> str:
     if notes:
         lines += ["## Conditions of the last run", "", *[f"- {n}" for n in notes], ""]
     return "\n".join(lines)
+
+
+def runs_table_section(rt: dict | None) -> list[str]:
+    if not rt:
+        return []
+
+    def cell(db: dict, name: str) -> str:
+        return f"{db['http_ms'][name]['p50']} / {db['http_ms'][name]['p95']}"
+
+    return [
+        f"## Runs table ({rt['runs']:,} runs, {rt['keys']} keys x {rt['steps']} steps each, "
+        f"`GET /api/runs/?limit={rt['page']}`, over HTTP from uvicorn)",
+        "",
+        "| database | with summaries p50 / p95 ms | baseline: no summaries p50 / p95 ms | filtered + sorted, "
+        "with summaries | offset 9,000, with summaries | server CPU ms a request | load average (2 cores) |",
+        "|---|---|---|---|---|---|---|",
+        *[
+            f"| {db['database']} | **{cell(db, 'summaries')}** | {cell(db, 'baseline')} | {cell(db, 'filtered')} "
+            f"| {cell(db, 'deep_page')} | {db['server_cpu_ms_per_request']} | {db.get('load_average', '')} |"
+            for db in rt["databases"].values()
+        ],
+        "",
+        f"{rt['rounds']} rounds, the four requests interleaved in each, with a session. Summaries: "
+        f"`summary=` each of the {rt['keys']} keys ({{last, max, min, step}} a key, one query a page). "
+        "Filtered: `tag=lr-sweep&status=succeeded&ordering=-step` (1,286 runs match). "
+        f"Target p95 <= {rt['target_p95_ms']} ms with summaries: "
+        + ", ".join(f"{db['database']} {'met' if db['pass'] else 'NOT met'}" for db in rt["databases"].values())
+        + ".",
+        "",
+    ]
 
 
 def transcript_list_section(tl: dict | None) -> list[str]:

@@ -150,20 +150,20 @@ def _timed(fn: Any, rounds: int) -> tuple[list[float], Any]:
     return samples, result
 
 
-def _setup(vendor: str) -> dict[str, str]:
-    """Point Django at this vendor's scratch database, made empty; returns the server's env."""
+def _setup(vendor: str, name: str = PG_NAME) -> dict[str, str]:
+    """Point Django at this vendor's scratch database `name`, made empty; returns the server's env."""
     from bench.common import BENCH_DIR
 
     BENCH_DIR.mkdir(parents=True, exist_ok=True)
     if vendor == "sqlite":
-        db = BENCH_DIR / "series.sqlite3"
+        db = BENCH_DIR / ("series.sqlite3" if name == PG_NAME else f"{name}.sqlite3")
         for suffix in ("", "-wal", "-shm"):
             (BENCH_DIR / f"{db.name}{suffix}").unlink(missing_ok=True)
         url = f"sqlite:///{db}"
     else:
-        _pg_admin(f"DROP DATABASE IF EXISTS {PG_NAME}")
-        _pg_admin(f"CREATE DATABASE {PG_NAME}")
-        url = f"{PG_SERVER}/{PG_NAME}"
+        _pg_admin(f"DROP DATABASE IF EXISTS {name}")
+        _pg_admin(f"CREATE DATABASE {name}")
+        url = f"{PG_SERVER}/{name}"
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "webapp.settings.local",

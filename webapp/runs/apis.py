@@ -9,9 +9,10 @@ from typing import Any
 
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -24,6 +25,7 @@ from webapp.core.parsers import EnvlabJSONParser as JSONParser
 from webapp.core.throttles import WriteThrottled
 from webapp.runs.config import RunConfig
 from webapp.runs.demo import run_launch_demo
+from webapp.runs.labels import run_delete, run_labels_update
 from webapp.runs.models import Run, WorkerHeartbeat
 from webapp.runs.selectors import (
     RUN_CHANGE_REFUSAL,
@@ -37,9 +39,12 @@ from webapp.runs.serializers import (
     RolloutPageOut,
     RunDetailOut,
     RunEventOut,
+    RunLabelsIn,
     RunLaunchOut,
     RunOut,
+    RunPageOut,
     RunResumeIn,
+    RunRowOut,
     RunToolTableOut,
     WorkerOut,
 )
@@ -47,6 +52,13 @@ from webapp.runs.services import (
     run_launch,
     run_request_cancel,
     run_resume,
+)
+from webapp.runs.table import (
+    MAX_SUMMARY_KEYS,
+    ORDERING_FIELDS,
+    runs_metric_summaries,
+    runs_table,
+    summary_keys,
 )
 from webapp.runs.telemetry.export import rollouts_jsonl, rollouts_parquet
 from webapp.runs.telemetry.layout import RunLayoutRejected, run_layout_for, run_layout_save
@@ -72,16 +84,59 @@ class RunRolloutStepsApi(APIView):
 class RunListApi(WriteThrottled, APIView):
     write_throttle_scope = "launch"
 
-    @extend_schema(responses=RunOut(many=True))
+    @extend_schema(
+        operation_id="runs_list",
+        parameters=[
+            OpenApiParameter("status", str, many=True, enum=list(Run.Status.values), description="Any of these."),
+            OpenApiParameter("tag", str, many=True, description="Tag slugs: runs with all of them."),
+            OpenApiParameter("group", str),
+            OpenApiParameter("environment", int, description="A catalog entry's id."),
+            OpenApiParameter("model", str, description="Exactly as the run shows it (`run:<id>@<step>` for a checkpoint)."),
+            OpenApiParameter("search", str, description="In the name, notes, group and model, any case."),
+            OpenApiParameter(
+                "ordering", str,
+                description=f"One of {', '.join(ORDERING_FIELDS)}, '-' first for descending; newest first without it.",
+            ),
+            OpenApiParameter("summary", str, many=True, description=f"Metric keys (at most {MAX_SUMMARY_KEYS})."),
+            OpenApiParameter("limit", int, description="Page size (1-500): answers {count, next, previous, results}."),
+            OpenApiParameter("offset", int),
+        ],
+        responses=PolymorphicProxySerializer(
+            component_name="RunListOrPage",
+            serializers=[RunRowOut(many=True), RunPageOut],
+            resource_type_field_name=None,
+            many=False,  # the list is one of the shapes, not a list of either
+        ),
+        description=(
+            "Without `limit`: a list of the first 200 matching runs (the v1 shape). With `limit`: one page, "
+            "{count, next, previous, results}."
+        ),
+    )
     def get(self, request: Request) -> Response:
-        runs = runs_with_alerts(runs_visible_to(user=request.user))[:200]
-        return Response(RunOut(runs, many=True).data)
+        runs = runs_table(runs=runs_with_alerts(runs_visible_to(user=request.user)), params=request.query_params)
+        keys = summary_keys(request.query_params)
+        if "limit" not in request.query_params:
+            rows = list(runs[:200])
+            return Response(RunRowOut(rows, many=True, context=_summaries_context(rows, keys)).data)
+        int_param(request, "limit", None, 1, RunPagination.max_limit)
+        int_param(request, "offset", None, 0, 10**9)
+        paginator = RunPagination()
+        page = paginator.paginate_queryset(runs, request, view=self) or []
+        return paginator.get_paginated_response(RunRowOut(page, many=True, context=_summaries_context(page, keys)).data)
 
     # The one run config schema, published as is: clients (and the schema fuzzer) see real bodies.
     @extend_schema(request=RunConfig, responses={201: RunLaunchOut})
     def post(self, request: Request) -> Response:
         run = run_launch(owner=request.user, data=request.data)
         return Response(RunLaunchOut(run).data, status=status.HTTP_201_CREATED)
+
+
+class RunPagination(LimitOffsetPagination):
+    max_limit = 500
+
+
+def _summaries_context(rows: list[Run], keys: list[str]) -> dict[str, Any]:
+    return {"summaries": runs_metric_summaries(run_ids=[run.pk for run in rows], keys=keys)}
 
 
 class RunDemoApi(WriteThrottled, APIView):
@@ -107,10 +162,41 @@ def _changeable_run(request: Request, pk: int) -> Run:
     return run
 
 
+def _owned_run(request: Request, pk: int) -> Run:
+    run = _visible_run(request, pk)
+    if run.owner_id != request.user.pk:
+        raise PermissionDenied(RUN_OWNER_ONLY)
+    return run
+
+
+RUN_OWNER_ONLY = "only the run's owner may edit or delete it"
+
+
 class RunDetailApi(APIView):
+    parser_classes = [JSONParser]
+
     @extend_schema(responses=RunDetailOut)
     def get(self, request: Request, pk: int) -> Response:
         return Response(RunDetailOut(_visible_run(request, pk)).data)
+
+    @extend_schema(
+        request=RunLabelsIn, responses=RunDetailOut,
+        description="Edit the name, tags (replaced whole), group and notes; the owner's only. All or nothing.",
+    )
+    def patch(self, request: Request, pk: int) -> Response:
+        run = run_labels_update(run=_owned_run(request, pk), data=request.data)
+        return Response(RunDetailOut(_visible_run(request, run.pk)).data)
+
+    @extend_schema(
+        request=None, responses={204: None},
+        description=(
+            "Remove a finished run of yours with everything it recorded and its folder (checkpoints). "
+            "409 while it is queued or running, or while queued or running work uses its checkpoints."
+        ),
+    )
+    def delete(self, request: Request, pk: int) -> Response:
+        run_delete(run=_owned_run(request, pk))
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class RunCancelApi(APIView):

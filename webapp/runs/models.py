@@ -11,6 +11,9 @@ from django.db import models
 
 from webapp.core.models import ClaimedWork
 
+GROUP_MAX_LENGTH = 120
+TAG_MAX_LENGTH = 40
+
 
 class Run(ClaimedWork):
     class Status(models.TextChoices):
@@ -70,9 +73,36 @@ class Run(ClaimedWork):
     # The token of the last telemetry chunk stored (webapp/runs/telemetry/record.py): a worker
     # that retries a write whose commit it did not hear of sends it again, and it is not stored twice.
     telemetry_chunk = models.CharField(max_length=64, blank=True, default="")
+    # How its owner files it (webapp/runs/labels.py): a group of runs that belong together
+    # (seeds of one setting, a sweep) and free notes; tags are RunTag rows.
+    group = models.CharField(max_length=GROUP_MAX_LENGTH, blank=True, default="", db_index=True)
+    notes = models.TextField(blank=True, default="")
+
+    class Meta(ClaimedWork.Meta):
+        indexes = [
+            # The runs table's default page (webapp/runs/table.py): a user's newest runs, read
+            # from the index instead of sorting all of them.
+            models.Index(fields=["owner", "-created_at", "-id"], name="run_owner_newest"),
+        ]
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.name} ({self.status})"
+
+
+class RunTag(models.Model):
+    """One tag (a slug) on a run: rows, not a JSON list, so that a filter by tag is an indexed
+    join on every database (SQLite has no JSON containment)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tags")
+    slug = models.SlugField(max_length=TAG_MAX_LENGTH)
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [models.UniqueConstraint(fields=["run", "slug"], name="run_tag_unique_slug")]
+        indexes = [models.Index(fields=["slug", "run"], name="run_tag_slug_run")]
+
+    def __str__(self) -> str:
+        return self.slug
 
 
 class MetricPoint(models.Model):

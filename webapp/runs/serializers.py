@@ -40,7 +40,14 @@ class RunOut(serializers.ModelSerializer):
             "cancel_requested", "attempts", "checkpoint_step", "last_seq", "worker_name",
             "created_at", "started_at", "finished_at", "heartbeat_at", "progress", "alerts", "status_display",
             "phase", "queue", "waiting_reason", "failure", "resumable", "resumable_reason",
+            "tags", "group", "notes",
         ]
+
+    tags = serializers.SlugRelatedField(
+        many=True, read_only=True, slug_field="slug", help_text="Its tags (slugs), sorted."
+    )
+    group = serializers.CharField(read_only=True, help_text="The runs it belongs with (seeds, a sweep); may be empty.")
+    notes = serializers.CharField(read_only=True, help_text="Its owner's notes: untrusted text, show it as text.")
 
     failure = serializers.CharField(
         read_only=True,
@@ -96,6 +103,50 @@ class RunOut(serializers.ModelSerializer):
     @extend_schema_field(serializers.CharField())
     def get_status_display(self, run: Run) -> str:
         return run_status_display(run=run, alerts=self._alerts(run))
+
+
+class MetricSummaryOut(serializers.Serializer):
+    last = serializers.FloatField(allow_null=True, help_text="The value at `step` (null: TRL logged NaN).")
+    max = serializers.FloatField(allow_null=True)
+    min = serializers.FloatField(allow_null=True)
+    step = serializers.IntegerField(help_text="The last step that logged the key.")
+
+
+class RunRowOut(RunOut):
+    """A row of the runs table: the run, and a summary of each metric asked for (`summary=`)."""
+
+    summary = serializers.SerializerMethodField(
+        help_text="{key: {last, max, min, step}} for each `summary=` key the run logged; {} when none asked."
+    )
+
+    class Meta(RunOut.Meta):
+        fields = [*RunOut.Meta.fields, "summary"]
+
+    @extend_schema_field(serializers.DictField(child=MetricSummaryOut()))
+    def get_summary(self, run: Run) -> dict:
+        return self.context.get("summaries", {}).get(run.pk, {})
+
+
+class RunPageOut(serializers.Serializer):
+    """One page of the runs table (`limit` given)."""
+
+    count = serializers.IntegerField(help_text="Runs that match the filters, on every page.")
+    next = serializers.CharField(allow_null=True, help_text="The next page's URL; null on the last page.")
+    previous = serializers.CharField(allow_null=True, help_text="The previous page's URL; null on the first.")
+    results = RunRowOut(many=True)
+
+
+class RunLabelsIn(serializers.Serializer):
+    """What `PATCH /api/runs/<id>/` edits; each field is optional, tags are replaced whole
+    (checked by webapp.runs.labels)."""
+
+    name = serializers.CharField(required=False, max_length=120)
+    tags = serializers.ListField(
+        child=serializers.SlugField(max_length=40), required=False, max_length=20,
+        help_text="Slugs: lowercase letters, digits, '-' and '_'.",
+    )
+    group = serializers.CharField(required=False, allow_blank=True, max_length=120)
+    notes = serializers.CharField(required=False, allow_blank=True, max_length=10_000)
 
 
 class RunResumeIn(serializers.Serializer):

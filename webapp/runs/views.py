@@ -51,6 +51,7 @@ from webapp.runs.services import (
     run_request_cancel,
     run_resume,
 )
+from webapp.runs.table import RunListRejected, runs_metric_summaries, runs_table, summary_keys
 from webapp.runs.telemetry.charts import run_chart_page, run_charts
 from webapp.runs.telemetry.export import term_names
 from webapp.runs.telemetry.layout import MAX_METRIC_CHARTS, MAX_SMOOTHING, run_layout_for
@@ -91,17 +92,78 @@ def _percent(step: int, max_steps: int) -> int:
 
 
 def _home(request: HttpRequest, demo_errors: list[str] | None = None) -> HttpResponse:
-    runs = list(runs_with_alerts(runs_visible_to(user=request.user).filter(owner=request.user))[:HOME_RUNS])
+    """The runs table: the user's own runs, filtered, sorted, paged and summarised as the
+    query string says (the same parameters as GET /api/runs/), so a reload or a shared link
+    shows the same table."""
+    mine = runs_with_alerts(runs_visible_to(user=request.user).filter(owner=request.user))
+    table_errors: list[str] = []
+    try:
+        runs = runs_table(runs=mine, params=request.GET)
+        keys = summary_keys(request.GET)
+    except RunListRejected as exc:
+        table_errors = [f"{field}: {message}" for field, messages in exc.errors.items() for message in messages]
+        runs, keys = mine.none(), []
+    offset = _query_int(request.GET.get("offset"), 0, 10**9)
+    total = runs.count()
+    page = list(runs[offset : offset + HOME_RUNS])
+    summaries = runs_metric_summaries(run_ids=[run.pk for run in page], keys=keys)
+    rows = _run_rows(page)
+    for row in rows:
+        found = summaries.get(row["run"].pk, {})
+        row["summary"] = [found.get(key) for key in keys]
+        row["tags"] = [tag.slug for tag in row["run"].tags.all()]
+    ordering = request.GET.get("ordering", "")
     return render(
         request,
         "home.html",
         {
-            "runs": _run_rows(runs),
+            "runs": rows,
+            "total": total,
+            "first": offset + 1 if page else 0,
+            "last": offset + len(page),
+            "previous_url": _home_query(request, offset=max(0, offset - HOME_RUNS)) if offset else None,
+            "next_url": _home_query(request, offset=offset + HOME_RUNS) if offset + len(page) < total else None,
+            "columns": [
+                {"field": field, "label": label, "url": _home_query(
+                    request, offset=0, ordering=f"-{field}" if ordering == field else field
+                ), "sorted": "ascending" if ordering == field else "descending" if ordering == f"-{field}" else ""}
+                for field, label in HOME_COLUMNS
+            ],
+            "summary_keys": keys,
+            "summary_inputs": [*keys, *[""] * max(1, 3 - len(keys))],
+            "filters": {name: request.GET.get(name, "") for name in ("status", "tag", "group", "model", "search")},
+            "ordering": ordering,
+            "statuses": Run.Status.choices,
+            "table_errors": table_errors,
+            "filtered": any(request.GET.get(name) for name in ("status", "tag", "group", "model", "search")),
             "demo_errors": demo_errors or [],
             "echo_registered": _demo_environment(request) is not None,
             "nav": "runs",
         },
     )
+
+
+# The runs table's sortable columns (a subset of webapp.runs.table.ORDERING_FIELDS), in page order.
+HOME_COLUMNS = (("id", "#"), ("name", "Name"), ("group", "Group"), ("model", "Model"), ("status", "Status"),
+                ("step", "Progress"), ("created_at", "Created"))
+
+
+def _query_int(raw: str | None, lo: int, hi: int) -> int:
+    if raw and raw.isascii() and raw.isdigit() and len(raw) <= 10:
+        return min(hi, max(lo, int(raw)))
+    return lo
+
+
+def _home_query(request: HttpRequest, **changes: Any) -> str:
+    """The home page's URL with the current query, `changes` applied (offset 0 is dropped)."""
+    params = request.GET.copy()
+    for name, value in changes.items():
+        if value in (None, "", 0):
+            params.pop(name, None)
+        else:
+            params[name] = str(value)
+    query = params.urlencode()
+    return reverse("home") + (f"?{query}" if query else "")
 
 
 def _demo_environment(request: HttpRequest) -> Environment | None:
@@ -303,6 +365,10 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             # Cancel and resume are offered only to those who may use them (the live
             # script shows and hides the forms by status).
             "can_change": run_can_change(user=request.user, run=run),
+            # Name, tags, group and notes are edited by the owner only (PATCH /api/runs/<id>/).
+            "can_label": run.owner_id == request.user.pk,
+            "run_tags": list(run.tags.values_list("slug", flat=True)),
+            "api_run": reverse("api-run", args=[run.pk]),
             "can_cancel": run.status in Run.ACTIVE and not run.cancel_requested,
             "can_resume": resumable,
             "not_resumable_reason": "" if resumable or run.status != Run.Status.FAILED else why_not,
