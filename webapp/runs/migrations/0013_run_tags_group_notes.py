@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('catalog', '0005_environment_name_per_owner'),
-        ('runs', '0010_run_failure'),
+        ('runs', '0012_run_notification'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
