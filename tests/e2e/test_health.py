@@ -11,7 +11,7 @@ from django.conf import settings
 
 from tests.e2e.helpers import metric_steps, register_echo, run_config, wait_status
 from tests.support.broken_echo import FAILURE
-from webapp.runs.models import Run, RunEvent, RunNotification
+from webapp.runs.models import MetricPoint, Run, RunEvent, RunNotification
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -47,6 +47,14 @@ def test_equal_groups_raise_zero_variance_and_the_run_succeeds_with_warnings(api
     # The worker process sampled itself (ENVLAB_SYSTEM_METRICS_SECONDS is 1 s in the test settings).
     assert metric_steps(run_id, "system/cpu_percent") and metric_steps(run_id, "system/rss_gib")
     assert set(metric_steps(run_id, "system/rss_gib")) <= {0, 1, 2, 3}
+    # Where each step's time went ("Where the time goes"): every step timed, generation and tool calls within it.
+    times = {
+        key: dict(MetricPoint.objects.filter(run_id=run_id, key=key).values_list("step", "value"))
+        for key in ("perf/step_s", "perf/generation_s", "perf/tool_s")
+    }
+    assert all(sorted(points) == [1, 2, 3] for points in times.values()), times
+    assert all(0 <= times["perf/generation_s"][s] <= times["perf/step_s"][s] for s in (1, 2, 3)), times
+    assert sum(times["perf/tool_s"].values()) > 0  # the echo tool was called and timed
     assert sorted(body["title"] for _, body in posts) == [
         f"envlab run {run_id} (e2e): alert zero_variance at step 2",
         f"envlab run {run_id} (e2e): finished (succeeded) at step 3",

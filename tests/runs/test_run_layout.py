@@ -87,11 +87,11 @@ def test_each_fault_is_named_with_what_to_fix() -> None:
         "settings.reward.x": ["must be one of step, wall_time"],
         "settings.loss.smoothing": ["must be a number from 0 to 0.99"],
         "settings.metric:entropy": [
-            "no such chart: use one of reward, tool-calls, tool-failures, loss, completion-length, "
+            "no such chart: use one of reward, tool-calls, tool-failures, loss, time, completion-length, "
             "or 'metric:<key>' for a key listed in metrics"
         ],
         "settings.nonsense": [
-            "no such chart: use one of reward, tool-calls, tool-failures, loss, completion-length, "
+            "no such chart: use one of reward, tool-calls, tool-failures, loss, time, completion-length, "
             "or 'metric:<key>' for a key listed in metrics"
         ],
         "settings.tool-calls": ["must be an object with smoothing, log_y and x"],

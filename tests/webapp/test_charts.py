@@ -71,6 +71,16 @@ def test_empty_series_gives_every_chart_with_its_always_traces_empty() -> None:
             },
         },
         {
+            "id": "time",
+            "title": "Where the time goes",
+            "keys": ["perf/step_s", "perf/generation_s", "perf/tool_s"],
+            "match": {"always": ["perf/step_s", "perf/generation_s", "perf/tool_s"], "patterns": []},
+            "figure": {
+                "data": [trace(key, [], []) for key in ("perf/step_s", "perf/generation_s", "perf/tool_s")],
+                "layout": layout("time", "Where the time goes", "seconds per step"),
+            },
+        },
+        {
             "id": "completion-length",
             "title": "Completion length",
             "keys": ["completions/mean_length"],
@@ -112,6 +122,7 @@ def test_keys_are_assigned_to_charts_always_first_then_sorted_and_unknown_keys_d
         "tool-calls": ["tools/call_frequency"],
         "tool-failures": ["tools/failure_frequency"],
         "loss": ["loss", "entropy", "kl"],
+        "time": ["perf/step_s", "perf/generation_s", "perf/tool_s"],
         "completion-length": ["completions/mean_length", "completions/max_length"],
     }
     assert charts["reward"]["figure"]["data"] == [

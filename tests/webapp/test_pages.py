@@ -781,6 +781,7 @@ def test_run_page_embeds_chart_and_live_json_safely(
         "tool-calls",
         "tool-failures",
         "loss",
+        "time",
         "completion-length",
     ]
     assert charts[0]["keys"] == ["reward", "rewards/env_reward/mean"]

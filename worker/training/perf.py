@@ -6,6 +6,16 @@
   perf/gpu_memory_gib          peak CUDA memory allocated during the step, on the fullest GPU
                                of the run's training processes (only where CUDA is in use)
 
+and where the step's time went (the run page's "Where the time goes" chart), in seconds:
+
+  perf/step_s                  the step, from its start to its end (generation, tool calls, the
+                               optimizer step), on the slowest process
+  perf/generation_s            the step's generation batches, tool calls included, on the
+                               slowest process (0 at a step that reused a batch)
+  perf/tool_s                  the environment's tool calls, summed over every call of the step on
+                               every process (episodes of a batch may call side by side, so this
+                               can exceed the generation's own time)
+
 The trainer hands each generation batch to `PerfMeter.generation`; the telemetry callback takes
 `drain()` at every log. Never raises into training (the callers guard it too)."""
 
@@ -23,6 +33,7 @@ class PerfMeter:
         self._lock = threading.Lock()
         self._tokens = 0
         self._seconds = 0.0
+        self._step_seconds: float | None = None
 
     def generation(self, *, seconds: float, tokens: int) -> None:
         if seconds < 0 or tokens < 0:
@@ -31,6 +42,12 @@ class PerfMeter:
             self._seconds += seconds
             self._tokens += tokens
 
+    def step(self, *, seconds: float) -> None:
+        """The step's own duration (the callback's step begin to step end)."""
+        if seconds >= 0:
+            with self._lock:
+                self._step_seconds = seconds
+
     def drain(self) -> dict[str, float]:
         return perf_metrics([self.take()])
 
@@ -38,9 +55,12 @@ class PerfMeter:
         """This process's tokens, seconds and peak memory since the last take (plain data, for
         the first training process to combine with the others' in `perf_metrics`)."""
         with self._lock:
-            tokens, seconds = self._tokens, self._seconds
-            self._tokens, self._seconds = 0, 0.0
-        return {"tokens": tokens, "seconds": seconds, "gpu_memory_gib": _cuda_peak_gib() if self.cuda else None}
+            tokens, seconds, step = self._tokens, self._seconds, self._step_seconds
+            self._tokens, self._seconds, self._step_seconds = 0, 0.0, None
+        return {
+            "tokens": tokens, "seconds": seconds, "step_seconds": step,
+            "gpu_memory_gib": _cuda_peak_gib() if self.cuda else None,
+        }
 
 
 def perf_metrics(parts: list[dict[str, float | int | None]]) -> dict[str, float]:
@@ -57,7 +77,18 @@ def perf_metrics(parts: list[dict[str, float | int | None]]) -> dict[str, float]
     memory = [float(gib) for part in parts if (gib := part.get("gpu_memory_gib")) is not None]
     if memory:
         out["perf/gpu_memory_gib"] = max(memory)
+    steps = [float(timed) for part in parts if (timed := part.get("step_seconds")) is not None]
+    if steps:  # a step was timed: where its time went, generation 0 when it reused a batch
+        out["perf/step_s"] = max(steps)
+        out["perf/generation_s"] = max(float(part.get("seconds") or 0.0) for part in parts)
     return out
+
+
+def tool_seconds(raw: dict[str, Any] | None) -> dict[str, float]:
+    """`perf/tool_s` from the step's merged tool counts (envs/adapters/toolstats.py)."""
+    if not raw:
+        return {}
+    return {"perf/tool_s": float(sum(raw.get("seconds", {}).values()))}
 
 
 def completion_tokens(output: dict[str, Any]) -> int:

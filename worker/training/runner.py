@@ -63,7 +63,7 @@ from worker.training.lifecycle import (  # noqa: E402
     outage_wait_stopped,
     run_model_source,
 )
-from worker.training.perf import PerfMeter, completion_tokens, perf_metrics  # noqa: E402
+from worker.training.perf import PerfMeter, completion_tokens, perf_metrics, tool_seconds  # noqa: E402
 from worker.training.rewards import compile_rewards, scored_episode  # noqa: E402
 from worker.training.stall import StallWatch  # noqa: E402
 from worker.training.system_metrics import SystemSampler  # noqa: E402
@@ -246,6 +246,7 @@ class TelemetryCallback(TrainerCallback):
         self._tool_step: int | None = None
         self.perf = PerfMeter(cuda=torch.cuda.is_available())
         self.starts = GroupStartMeter()
+        self._step_started: float | None = None
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
         if logs:
@@ -276,10 +277,10 @@ class TelemetryCallback(TrainerCallback):
         if self.group is not None:
             parts = self.group.gather(parts)  # every process's, on every process
         try:
-            values = {
-                **toolstats.counts_metrics(toolstats.merge_counts(part[0] for part in parts)),
-                **perf_metrics([part[1] for part in parts if part[1]]),
-            }
+            merged = toolstats.merge_counts(part[0] for part in parts)
+            values = {**toolstats.counts_metrics(merged), **perf_metrics([part[1] for part in parts if part[1]])}
+            if "perf/step_s" in values:  # tool time beside a timed step: the chart sets them side by side
+                values.update(tool_seconds(merged) or {"perf/tool_s": 0.0})
         except Exception:  # telemetry must never break training
             log.exception("tool and perf metrics failed at step %s", step)
             return logs
@@ -325,8 +326,13 @@ class TelemetryCallback(TrainerCallback):
     def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         # The step's generation, tool calls and saves record themselves inside it.
         ACTIVITY.enter(TRAINING_STEP)
+        self._step_started = time.perf_counter()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        started = self._step_started
+        if started is not None:  # logged with this step (on_log comes after on_step_end)
+            self.perf.step(seconds=time.perf_counter() - started)
+            self._step_started = None
         reason = None
         sink = self.sink
         if sink is not None:

@@ -143,6 +143,35 @@ def test_throughput_of_several_processes_is_their_sum_and_memory_the_fullest_gpu
     assert perf_metrics([{"tokens": 0, "seconds": 0.0, "gpu_memory_gib": None}]) == {}
 
 
+def test_where_the_time_went_is_the_slowest_process_and_every_tool_call_summed():
+    from worker.training.perf import PerfMeter, tool_seconds
+
+    parts = [
+        {"tokens": 100, "seconds": 2.0, "step_seconds": 3.5, "gpu_memory_gib": None},
+        {"tokens": 300, "seconds": 2.5, "step_seconds": 3.0, "gpu_memory_gib": None},
+    ]
+    assert perf_metrics(parts) == {
+        "perf/generated_tokens_per_s": 170.0, "perf/step_s": 3.5, "perf/generation_s": 2.5,
+    }
+    # A step that reused its generation batch: timed, with no generation in it.
+    assert perf_metrics([{"tokens": 0, "seconds": 0.0, "step_seconds": 0.5, "gpu_memory_gib": None}]) == {
+        "perf/step_s": 0.5, "perf/generation_s": 0.0,
+    }
+    first, second = toolstats.ToolStats(), toolstats.ToolStats()
+    for stats in (first, second):
+        stats.start(tool_names=["echo"])
+    first.record("echo", 0.25, None)
+    first.record("echo", 0.5, None)
+    second.record("echo", 1.0, "tool_error")
+    assert tool_seconds(toolstats.merge_counts([first.take(), second.take()])) == {"perf/tool_s": 1.75}
+    assert tool_seconds(None) == {}
+    meter = PerfMeter()
+    meter.generation(seconds=1.0, tokens=10)
+    meter.step(seconds=1.5)
+    assert meter.take() == {"tokens": 10, "seconds": 1.0, "step_seconds": 1.5, "gpu_memory_gib": None}
+    assert meter.take()["step_seconds"] is None  # taken once
+
+
 def test_a_single_process_group_passes_values_through():
     group = distributed.RankGroup(rank=0, world=1)
     assert group.lead and group.agree("cancelled") == "cancelled" and group.gather([1, 2]) == [1, 2]

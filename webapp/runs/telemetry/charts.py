@@ -39,6 +39,9 @@ CHARTS: tuple[ChartSpec, ...] = (
     ChartSpec("tool-failures", "Tool-failure rate", "failure rate", ("tools/failure_frequency",)),
     ChartSpec("loss", "Loss, KL and entropy", "value", ("loss",), ("kl", "entropy")),
     ChartSpec(
+        "time", "Where the time goes", "seconds per step", ("perf/step_s", "perf/generation_s", "perf/tool_s"),
+    ),
+    ChartSpec(
         "completion-length",
         "Completion length",
         "tokens",
