@@ -20,7 +20,7 @@ from webapp.core.plotly import plotly_url
 from webapp.core.throttles import throttle_posts
 from webapp.rewards.selectors import recipes_visible_to
 from webapp.runs.checkpoints import run_checkpoints
-from webapp.runs.config import RunConfigError
+from webapp.runs.config import RunConfigError, has_sft_warmup
 from webapp.runs.demo import demo_config, demo_environment, run_launch_demo
 from webapp.runs.forms import (
     ALERT_FIELDS,
@@ -259,7 +259,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     resumable, why_not = run_resumable(run=run)
     series = run_metric_series(run=run, keys=None, max_points=METRIC_POINTS)
     charts = run_charts(
-        series, warmup=bool((run.config or {}).get("warmup")), gpu=(run.config or {}).get("device") == "cuda"
+        series, warmup=has_sft_warmup(run.config or {}), gpu=(run.config or {}).get("device") == "cuda"
     )
     layout = run_layout_for(user=request.user)
     chart_page = {
