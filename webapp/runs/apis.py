@@ -24,6 +24,7 @@ from webapp.core.throttles import WriteThrottled
 from webapp.runs.config import RunConfig
 from webapp.runs.demo import run_launch_demo
 from webapp.runs.models import Run, WorkerHeartbeat
+from webapp.runs.presets import preset_config_for, presets
 from webapp.runs.selectors import (
     RUN_CHANGE_REFUSAL,
     run_can_change,
@@ -34,6 +35,7 @@ from webapp.runs.selectors import (
     runs_with_alerts,
 )
 from webapp.runs.serializers import (
+    PresetOut,
     RolloutPageOut,
     RunDetailOut,
     RunEventOut,
@@ -76,6 +78,15 @@ class RunListApi(WriteThrottled, APIView):
     def post(self, request: Request) -> Response:
         run = run_launch(owner=request.user, data=request.data)
         return Response(RunLaunchOut(run).data, status=status.HTTP_201_CREATED)
+
+
+class PresetListApi(APIView):
+    @extend_schema(responses=PresetOut(many=True))
+    def get(self, request: Request) -> Response:
+        rows = [
+            {**vars(preset), "config": preset_config_for(preset=preset, user=request.user)} for preset in presets()
+        ]
+        return Response(PresetOut(rows, many=True).data)
 
 
 class RunDemoApi(WriteThrottled, APIView):

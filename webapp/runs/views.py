@@ -33,6 +33,7 @@ from webapp.runs.forms import (
     errors_to_form,
 )
 from webapp.runs.models import Rollout, Run
+from webapp.runs.presets import preset_config_for, preset_get, presets
 from webapp.runs.selectors import (
     RUN_CHANGE_REFUSAL,
     run_alerts,
@@ -146,10 +147,12 @@ def run_new(request: HttpRequest) -> HttpResponse:
     echo = _demo_environment(request)
     if echo is not None:  # the entry the demo trains on, never another user's entry named echo
         form.fields["environment"].initial = echo.pk
-    json_form = RunJsonForm(
-        posted if mode == "json" else None,
-        initial={"config_json": json.dumps(demo_config(echo.pk if echo else 1), indent=2)},
-    )
+    # "Start from a preset" links here with ?preset=<slug>: its config fills the JSON form.
+    preset = preset_get(slug=request.GET.get("preset", "")[:64]) if posted is None else None
+    start = preset_config_for(preset=preset, user=request.user) if preset else demo_config(echo.pk if echo else 1)
+    json_form = RunJsonForm(posted if mode == "json" else None, initial={"config_json": json.dumps(start, indent=2)})
+    if preset is not None:
+        mode = "json"
     top_errors: list[str] = []
     json_errors: list[str] = []
     if posted is not None:
@@ -183,6 +186,8 @@ def run_new(request: HttpRequest) -> HttpResponse:
             "top_errors": top_errors,
             "json_errors": json_errors,
             "mode": mode,
+            "presets": presets(),
+            "preset": preset,
             "environments_exist": environments_visible_to(user=request.user).exists(),
             "nav": "new-run",
         },
