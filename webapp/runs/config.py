@@ -31,7 +31,7 @@ from webapp.core.textcheck import nul_errors
 
 # The one registry of reward terms (webapp/rewards/terms.py); RewardTerm is re-exported here.
 from webapp.rewards.terms import RecipeRef, RewardTerm, TermFieldError, terms_error
-from webapp.runs.grpo_fields import ASYNC_REFUSED, CPU_REFUSED, TRLTrainingFields
+from webapp.runs.grpo_fields import ASYNC_REFUSED, CPU_REFUSED, TRL_PASSTHROUGH, TRLTrainingFields
 
 MODEL_DEMO_RE = re.compile(r"^demo:[a-z0-9][a-z0-9-]{0,62}$")
 MODEL_HUB_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -385,6 +385,25 @@ DEPRECATIONS = {
         "warm-up, grpo.warmup_steps). This run took it as `sft_warmup`."
     ),
 }
+
+
+def config_to_store(config: RunConfig) -> dict[str, Any]:
+    """The config as Run.config keeps it: the TRL fields (webapp/runs/grpo_fields.py) only where
+    the run set them, so a config that sets none is stored as before they existed, and
+    comparing runs shows no row per unset field."""
+    stored = config.model_dump(mode="json")
+    if stored.get("grpo"):
+        stored["grpo"] = {
+            key: value for key, value in stored["grpo"].items() if not (key in TRL_PASSTHROUGH and value is None)
+        }
+    return stored
+
+
+def stored_config_current(stored: dict[str, Any]) -> dict[str, Any]:
+    """A stored config (Run.config) with today's key names: `warmup` read as `sft_warmup`."""
+    if DEPRECATED_WARMUP_KEY not in stored or "sft_warmup" in stored:
+        return stored
+    return {("sft_warmup" if key == DEPRECATED_WARMUP_KEY else key): value for key, value in stored.items()}
 
 
 def has_sft_warmup(stored: dict[str, Any]) -> bool:

@@ -39,6 +39,7 @@ from webapp.runs.config import (
     CheckpointRef,
     RunConfig,
     RunConfigError,
+    config_to_store,
     in_keys_given,
     parse_run_config,
 )
@@ -416,7 +417,7 @@ def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
         run = Run.objects.create(
             owner=owner,
             name=config.name,
-            config=config.model_dump(mode="json"),
+            config=config_to_store(config),
             model=model_label(config.model),
             max_steps=config.total_steps,
             queue=queue_for(needs),
