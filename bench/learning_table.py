@@ -255,7 +255,7 @@ class Command(BaseCommand):
                 "model": base,
                 "environments": [{"environment": environment, "name": "catch", "prompt": CATCH_PROMPT,
                                   "rows": chosen.warmup_episodes, "reset": reset}],
-                "warmup": {"kind": "sft", "source": "solver", "episodes": chosen.warmup_episodes,
+                "sft_warmup": {"kind": "sft", "source": "solver", "episodes": chosen.warmup_episodes,
                            "epochs": chosen.warmup_epochs, "learning_rate": chosen.warmup_learning_rate,
                            "per_device_train_batch_size": 8, "seed": seed},
                 "grpo": None,

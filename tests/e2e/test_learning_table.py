@@ -90,7 +90,7 @@ def test_quick_learning_table_through_the_api(tmp_path):
     assert (sft_run["status"], grpo_run["status"]) == ("succeeded", "succeeded")
     sft_config, grpo_config = json.loads(sft_run["config"]), json.loads(grpo_run["config"])
     assert sft_config["grpo"] is None
-    assert sft_config["warmup"]["source"] == "solver"
+    assert sft_config["sft_warmup"]["source"] == "solver"
     assert sft_config["model"] == "demo:catch-base-4x3-quick-s3"
     assert grpo_config["model"] == {"run": sft_run["id"], "checkpoint": 0}
     assert grpo_config["environments"][0]["reset"] == {"rows": 4, "columns": 3}

@@ -55,7 +55,7 @@ def _wordle_run(api: Any, wordle_url: str, worker: Any) -> Run:
             {"environment": env_id, "name": "wordle", "prompt": PROMPT, "rows": 8}
         ],
         "rewards": [{"name": "env_reward", "kind": "env_reward", "weight": 1.0}],
-        "warmup": WARMUP,
+        "sft_warmup": WARMUP,
         "grpo": GRPO,
     }
     response = api.post("/api/runs/", config, format="json")

@@ -10,7 +10,7 @@ import pytest
 from websockets.sync.client import connect
 
 from tests.e2e.helpers import metric_steps, register_echo, run_config, wait_for, wait_status
-from webapp.runs.models import Rollout, Run, RunEvent, prompt_key
+from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent, prompt_key
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -168,3 +168,23 @@ def test_a_run_trains_on_from_another_runs_checkpoint(api, echo_url, worker):
     # One step at lr 5e-5 moves a weight by about 5e-5: far from the demo's, at the marked start.
     assert (after - weights[name]).abs().max().item() < 0.01
     assert (after - demo).abs().min().item() > 0.4
+
+
+def test_trls_own_grpo_settings_reach_the_trainer(api, echo_url, worker):
+    """Dr. GRPO and DAPO's settings, an LR schedule and sampling knobs, through a real worker on
+    CPU: the run trains and TRL logs what they set."""
+    env_id = register_echo(api, echo_url)
+    trl = {
+        "loss_type": "dr_grpo", "scale_rewards": "none", "epsilon_high": 0.28, "mask_truncated_completions": True,
+        "num_iterations": 2, "top_p": 0.9, "top_k": 20, "lr_scheduler_type": "constant_with_warmup",
+        "warmup_steps": 2, "weight_decay": 0.01, "max_grad_norm": 0.5, "multi_objective_aggregation": "normalize_then_sum",
+    }
+    response = api.post("/api/runs/", run_config(env_id, max_steps=3, **trl), format="json")
+    assert response.status_code == 201, response.json()
+    run = wait_status(response.json()["id"], ("succeeded", "failed"), 300, worker)
+    assert (run.status, run.error, run.step) == ("succeeded", "", 3)
+    assert {k: run.config["grpo"][k] for k in trl} == trl
+    # constant_with_warmup over 2 steps: the rate climbs to 5e-5 and stays.
+    lrs = dict(MetricPoint.objects.filter(run=run, key="learning_rate").values_list("step", "value"))
+    assert sorted(lrs) == [1, 2, 3]
+    assert lrs[3] == pytest.approx(5e-5) and lrs[1] < 5e-5

@@ -114,7 +114,7 @@ def catch_warmup_config(env_id: int, **warmup: Any) -> dict[str, Any]:
                 "reset": GRID,
             }
         ],
-        "warmup": {**WARMUP, **warmup},
+        "sft_warmup": {**WARMUP, **warmup},
         "grpo": None,
     }
 
@@ -216,7 +216,7 @@ def test_warmups_from_the_solver_and_from_kept_rollouts_teach_tool_calls(
 def test_warmup_then_grpo_on_echo(api, owner, echo_url, worker):
     env_id = register_echo(api, echo_url)
     config = run_config(env_id, max_steps=2, save_steps=2)
-    config["warmup"] = {
+    config["sft_warmup"] = {
         "source": "solver",
         "episodes": 4,
         "epochs": 1,
@@ -254,7 +254,7 @@ def test_a_run_taken_over_during_grpo_keeps_its_warmup(api, echo_url, worker):
 
     env_id = register_echo(api, echo_url)
     config = run_config(env_id, max_steps=8, save_steps=2)
-    config["warmup"] = {
+    config["sft_warmup"] = {
         "source": "solver",
         "episodes": 4,
         "epochs": 1,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from webapp.evaluations.arena.compare import config_diff
+from webapp.evaluations.arena.compare import MISSING, config_diff
 from webapp.runs.models import MetricPoint, Run
 
 pytestmark = pytest.mark.django_db
@@ -87,3 +87,21 @@ def test_the_page_explains_a_bad_selection(client, owner):
     response = client.get("/runs/compare/?run=1")
     assert response.status_code == 400
     assert "pick 2 to 6 different runs to compare, not 1" in response.content.decode()
+
+
+def test_a_config_stored_before_the_trl_fields_and_sft_warmup_compares_equal_to_one_stored_now(owner):
+    from webapp.runs.config import config_to_store, parse_run_config
+
+    config = {**BASE, "environments": [{"environment": 1, "name": "env"}]}
+    now = config_to_store(parse_run_config(config))
+    assert "loss_type" not in now["grpo"] and now["sft_warmup"] is None
+    # Before: the SFT phase under `warmup`, and no TRL field in `grpo`.
+    before = {("warmup" if key == "sft_warmup" else key): value for key, value in now.items()}
+    old = Run.objects.create(owner=owner, name="old", config=before, model="demo:echo", max_steps=3)
+    new = Run.objects.create(owner=owner, name="new", config=now, model="demo:echo", max_steps=3)
+    assert config_diff([old, new]) == []
+    dapo = Run.objects.create(
+        owner=owner, name="dapo", model="demo:echo", max_steps=3,
+        config=config_to_store(parse_run_config({**config, "grpo": {**BASE["grpo"], "epsilon_high": 0.28}})),
+    )
+    assert config_diff([old, dapo]) == [{"key": "grpo.epsilon_high", "values": [MISSING, 0.28]}]

@@ -47,15 +47,15 @@ def test_a_solver_warm_up_then_grpo_and_a_warm_up_alone(echo_env: Environment) -
         warmup_learning_rate="0.0005", warmup_min_reward="1.0", warmup_run="7",  # a stray id is dropped
     )
     config = parse_run_config(_config(data))
-    assert config.warmup is not None and config.grpo is not None
-    assert (config.warmup.source, config.warmup.run, config.warmup.episodes, config.warmup.epochs) == ("solver", None, 32, 3)
-    assert config.warmup.learning_rate == 0.0005
+    assert config.sft_warmup is not None and config.grpo is not None
+    assert (config.sft_warmup.source, config.sft_warmup.run, config.sft_warmup.episodes, config.sft_warmup.epochs) == ("solver", None, 32, 3)
+    assert config.sft_warmup.learning_rate == 0.0005
 
     alone = parse_run_config(_config({**data, "warmup_only": "on"}))
-    assert alone.grpo is None and alone.warmup is not None
+    assert alone.grpo is None and alone.sft_warmup is not None
 
     without = parse_run_config(_config(run_form_data(echo_env, warmup_source="run", warmup_run="3")))
-    assert without.warmup is None  # the box unticked: the other inputs are ignored
+    assert without.sft_warmup is None  # the box unticked: the other inputs are ignored
 
 
 def test_warm_up_errors_sit_next_to_their_inputs_and_no_run_is_made(owner_client: Client, echo_env: Environment) -> None:

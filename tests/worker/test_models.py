@@ -34,7 +34,7 @@ def test_lora_settings_that_cannot_run_are_refused_with_the_field():
     assert list(_errors(peft={"target_modules": ["q_proj;rm"]})) == ["peft.target_modules"]
     assert list(_errors(peft={"target_modules": []})) == ["peft.target_modules"]
     assert list(_errors(peft={"rank": 4})) == ["peft.rank"]
-    warm = _errors(peft={}, warmup={"source": "solver", "episodes": 4})
+    warm = _errors(peft={}, sft_warmup={"source": "solver", "episodes": 4})
     assert list(warm) == ["peft"] and "warm-up" in warm["peft"][0]
 
 

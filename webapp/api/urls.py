@@ -33,6 +33,7 @@ urlpatterns = [
     ),
     path("runs/", run_apis.RunListApi.as_view(), name="api-runs"),
     path("runs/demo/", run_apis.RunDemoApi.as_view(), name="api-run-demo"),
+    path("presets/", run_apis.PresetListApi.as_view(), name="api-presets"),
     path("runs/<int:pk>/", run_apis.RunDetailApi.as_view(), name="api-run"),
     path("runs/<int:pk>/cancel/", run_apis.RunCancelApi.as_view(), name="api-run-cancel"),
     path("runs/<int:pk>/resume/", run_apis.RunResumeApi.as_view(), name="api-run-resume"),

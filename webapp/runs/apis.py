@@ -27,6 +27,7 @@ from webapp.runs.config import RunConfig
 from webapp.runs.demo import run_launch_demo
 from webapp.runs.labels import run_delete, run_labels_update
 from webapp.runs.models import Run, WorkerHeartbeat
+from webapp.runs.presets import preset_config_for, presets
 from webapp.runs.selectors import (
     RUN_CHANGE_REFUSAL,
     run_can_change,
@@ -36,6 +37,7 @@ from webapp.runs.selectors import (
     runs_with_alerts,
 )
 from webapp.runs.serializers import (
+    PresetOut,
     RolloutPageOut,
     RunDetailOut,
     RunEventOut,
@@ -137,6 +139,15 @@ class RunPagination(LimitOffsetPagination):
 
 def _summaries_context(rows: list[Run], keys: list[str]) -> dict[str, Any]:
     return {"summaries": runs_metric_summaries(run_ids=[run.pk for run in rows], keys=keys)}
+
+
+class PresetListApi(APIView):
+    @extend_schema(responses=PresetOut(many=True))
+    def get(self, request: Request) -> Response:
+        rows = [
+            {**vars(preset), "config": preset_config_for(preset=preset, user=request.user)} for preset in presets()
+        ]
+        return Response(PresetOut(rows, many=True).data)
 
 
 class RunDemoApi(WriteThrottled, APIView):

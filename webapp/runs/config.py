@@ -16,9 +16,11 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    PrivateAttr,
     StringConstraints,
     Tag,
     ValidationError,
+    ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
@@ -29,6 +31,7 @@ from webapp.core.textcheck import nul_errors
 
 # The one registry of reward terms (webapp/rewards/terms.py); RewardTerm is re-exported here.
 from webapp.rewards.terms import RecipeRef, RewardTerm, TermFieldError, terms_error
+from webapp.runs.grpo_fields import ASYNC_REFUSED, CPU_REFUSED, TRL_PASSTHROUGH, TRLTrainingFields
 
 MODEL_DEMO_RE = re.compile(r"^demo:[a-z0-9][a-z0-9-]{0,62}$")
 MODEL_HUB_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -157,7 +160,10 @@ RewardsSpec = Annotated[
 REWARDS_TAGS = ("terms", "recipe")
 
 
-class GRPOSettings(_Strict):
+class GRPOSettings(TRLTrainingFields, _Strict):
+    """GRPO training: the lab's core settings, and the allowlisted GRPOConfig fields
+    (webapp/runs/grpo_fields.py), all GRPOConfig fields of the same name."""
+
     num_generations: int = Field(default=4, ge=2, le=64)
     max_steps: int = Field(default=20, ge=1, le=MAX_STEPS)
     learning_rate: float = Field(default=1e-5, gt=0, le=1)
@@ -415,7 +421,49 @@ class GenerationSettings(_Strict):
         return self.backend == "vllm" and self.vllm_mode == "server" and not self.vllm_server_base_url
 
 
-class RunConfig(_Strict):
+DEPRECATED_WARMUP_KEY = "warmup"
+DEPRECATIONS = {
+    DEPRECATED_WARMUP_KEY: (
+        "`warmup` is deprecated: name the SFT warm-up `sft_warmup` (in TRL, warm-up means the learning-rate "
+        "warm-up, grpo.warmup_steps). This run took it as `sft_warmup`."
+    ),
+}
+
+
+def config_to_store(config: RunConfig) -> dict[str, Any]:
+    """The config as Run.config keeps it: the TRL fields (webapp/runs/grpo_fields.py) only where
+    the run set them, so a config that sets none is stored as before they existed, and
+    comparing runs shows no row per unset field."""
+    stored = config.model_dump(mode="json")
+    if stored.get("grpo"):
+        stored["grpo"] = {
+            key: value for key, value in stored["grpo"].items() if not (key in TRL_PASSTHROUGH and value is None)
+        }
+    return stored
+
+
+def stored_config_current(stored: dict[str, Any]) -> dict[str, Any]:
+    """A stored config (Run.config) with today's key names: `warmup` read as `sft_warmup`."""
+    if DEPRECATED_WARMUP_KEY not in stored or "sft_warmup" in stored:
+        return stored
+    return {("sft_warmup" if key == DEPRECATED_WARMUP_KEY else key): value for key, value in stored.items()}
+
+
+def has_sft_warmup(stored: dict[str, Any]) -> bool:
+    """Whether a stored config (Run.config) has an SFT warm-up, under either name."""
+    return bool(stored.get("sft_warmup") or stored.get(DEPRECATED_WARMUP_KEY))
+
+
+def _deprecated_warmup_schema(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    """The OpenAPI body lists `warmup` too, marked deprecated, with sft_warmup's shape."""
+    properties = schema.get("properties", {})
+    if "sft_warmup" in properties:
+        properties[DEPRECATED_WARMUP_KEY] = {
+            **properties["sft_warmup"], "deprecated": True, "description": "Deprecated name of `sft_warmup`.",
+        }
+
+
+class RunConfig(BaseModel):
     name: str = Field(min_length=1, max_length=120)
     model: ModelSpec = Field(
         description='A hub id, an absolute local folder, "demo:<name>", or {"run": <id>, "checkpoint": <step>|"last"}.'
@@ -425,9 +473,12 @@ class RunConfig(_Strict):
         default_factory=lambda: [RewardTerm(name="env_reward", kind="env_reward", weight=1.0)],
         description='A list of reward terms, or {"recipe": <id>} for a saved recipe.',
     )
-    warmup: WarmupSettings | None = Field(default=None, description="An SFT warm-up before GRPO; none by default.")
+    sft_warmup: WarmupSettings | None = Field(
+        default=None,
+        description=f"An SFT warm-up before GRPO; none by default. `{DEPRECATED_WARMUP_KEY}` is its deprecated name.",
+    )
     grpo: GRPOSettings | None = Field(
-        default_factory=GRPOSettings, description="GRPO training; null for a warm-up alone (needs `warmup`)."
+        default_factory=GRPOSettings, description="GRPO training; null for a warm-up alone (needs `sft_warmup`)."
     )
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
     peft: PeftSettings | None = Field(
@@ -451,6 +502,32 @@ class RunConfig(_Strict):
         default=False,
         description="Queue the run even when no worker seen lately can carry it (instead of refusing it).",
     )
+    # Deprecated keys the input used (`warmup`), for the launch to warn about.
+    _deprecated_keys: list[str] = PrivateAttr(default_factory=list)
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_deprecated_warmup_schema)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _accept_deprecated_warmup(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> RunConfig:
+        """`warmup` is the old name of `sft_warmup` (in TRL, "warmup" is the learning-rate warm-up):
+        still accepted, and stored configs that have it keep loading."""
+        legacy = isinstance(data, dict) and DEPRECATED_WARMUP_KEY in data
+        if legacy:
+            if "sft_warmup" in data:
+                raise _FieldError(
+                    DEPRECATED_WARMUP_KEY, "`warmup` is the deprecated name of `sft_warmup`: give only `sft_warmup`"
+                )
+            data = {("sft_warmup" if key == DEPRECATED_WARMUP_KEY else key): value for key, value in data.items()}
+        config: RunConfig = handler(data)
+        if legacy:
+            config._deprecated_keys = [DEPRECATED_WARMUP_KEY]
+        return config
+
+    @property
+    def deprecations(self) -> dict[str, list[str]]:
+        """What the input said in a deprecated way, by key (the launch's warnings)."""
+        return {key: [DEPRECATIONS[key]] for key in self._deprecated_keys}
 
     @field_validator("model")
     @classmethod
@@ -503,14 +580,18 @@ class RunConfig(_Strict):
                 f"rows x prompt length is {chars} characters in all; at most {MAX_PROMPT_CHARS_TOTAL} "
                 "(fewer rows or a shorter prompt)",
             )
-        if self.grpo is None and self.warmup is None:
-            raise _FieldError("grpo", "grpo may be null only for a run with a warm-up: give `warmup` or `grpo`")
+        if self.grpo is None and self.sft_warmup is None:
+            raise _FieldError("grpo", "grpo may be null only for a run with a warm-up: give `sft_warmup` or `grpo`")
+        if self.grpo is not None and self.device == "cpu":
+            for name, why in CPU_REFUSED.items():
+                if getattr(self.grpo, name):
+                    raise _FieldError(f"grpo.{name}", why)
         if self.harness is not None:
             self._harness_rules()
         if self.peft is not None:
             if self.harness is not None:
                 raise _FieldError("peft", "a harness run trains every weight: LoRA is not available there yet")
-            if self.warmup is not None:
+            if self.sft_warmup is not None:
                 raise _FieldError(
                     "peft", "LoRA after an SFT warm-up is not available yet: warm up without it, then start a "
                     'LoRA run from the warm-up (model: {"run": <id>, "checkpoint": 0})'
@@ -530,8 +611,8 @@ class RunConfig(_Strict):
         GRPO and no warm-up, and no KL term (AsyncGRPOConfig has no `beta`)."""
         if len(self.environments) != 1:
             raise _FieldError("environments", "a harness run has one environment: the Harbor server")
-        if self.warmup is not None:
-            raise _FieldError("warmup", "a harness run has no SFT warm-up")
+        if self.sft_warmup is not None:
+            raise _FieldError("sft_warmup", "a harness run has no SFT warm-up")
         if self.grpo is None:
             raise _FieldError("grpo", "a harness run trains with GRPO: give `grpo`")
         if self.ranks > 1:
@@ -541,6 +622,9 @@ class RunConfig(_Strict):
             )
         if self.grpo.beta:
             raise _FieldError("grpo.beta", "the async GRPO trainer of a harness run has no KL term: beta must be 0")
+        for name in ASYNC_REFUSED:
+            if getattr(self.grpo, name) is not None:
+                raise _FieldError(f"grpo.{name}", f"the async GRPO trainer of a harness run has no {name}: leave it out")
         if self.device != "cuda" or self.generation.backend != "vllm" or self.generation.vllm_mode != "server":
             raise _FieldError(
                 "generation",
@@ -552,7 +636,7 @@ class RunConfig(_Strict):
         """The seed of the run's rows: GRPO's, or the warm-up's for a warm-up alone."""
         if self.grpo is not None:
             return self.grpo.seed
-        return self.warmup.seed if self.warmup is not None else 0
+        return self.sft_warmup.seed if self.sft_warmup is not None else 0
 
     @property
     def ranks(self) -> int:
@@ -566,7 +650,7 @@ class RunConfig(_Strict):
         """What Run.max_steps counts: GRPO's steps, or the warm-up's most for a warm-up alone."""
         if self.grpo is not None:
             return self.grpo.max_steps
-        return self.warmup.max_steps if self.warmup is not None else 0
+        return self.sft_warmup.max_steps if self.sft_warmup is not None else 0
 
 
 class _FieldError(ValueError):
@@ -608,4 +692,17 @@ def parse_run_config(data: Any) -> RunConfig:
             key = ".".join(str(p) for p in loc) or "non_field_errors"
             message = error["msg"].removeprefix("Value error, ")
             errors.setdefault(key, []).append(message)
-        raise RunConfigError(errors) from None
+        legacy = DEPRECATED_WARMUP_KEY in data and "sft_warmup" not in data
+        raise RunConfigError(in_keys_given(errors, legacy_warmup=legacy)) from None
+
+
+def in_keys_given(errors: dict[str, list[str]], *, legacy_warmup: bool) -> dict[str, list[str]]:
+    """Errors under the keys the input used: `warmup.*` for a config that named its SFT
+    warm-up by the deprecated key."""
+    if not legacy_warmup:
+        return errors
+    renamed: dict[str, list[str]] = {}
+    for key, messages in errors.items():
+        head, dot, rest = key.partition(".")
+        renamed.setdefault(f"{DEPRECATED_WARMUP_KEY}{dot}{rest}" if head == "sft_warmup" else key, []).extend(messages)
+    return renamed

@@ -9,9 +9,9 @@ from typing import Any
 from django.contrib.auth.base_user import AbstractBaseUser
 
 from webapp.catalog.models import Environment
-from webapp.catalog.selectors import environments_visible_to
 from webapp.runs.config import RunConfigError
 from webapp.runs.models import Run
+from webapp.runs.presets import bundled_environment
 from webapp.runs.services import run_launch
 
 DEMO_ENVIRONMENT = "echo"
@@ -49,11 +49,8 @@ def demo_config(environment_id: int, *, model: str = DEMO_MODEL) -> dict[str, An
 
 
 def demo_environment(*, user: AbstractBaseUser) -> Environment | None:
-    """The bundled echo server's entry that `user` may use, else an entry named `echo` of their
-    own: never another user's entry of that name, which its owner could point anywhere."""
-    visible = environments_visible_to(user=user)
-    bundled = visible.filter(metadata__bundled=DEMO_ENVIRONMENT).order_by("pk").first()
-    return bundled or visible.filter(name=DEMO_ENVIRONMENT, owner=user).first()
+    """The bundled echo server's entry that `user` may use (webapp.runs.presets.bundled_environment)."""
+    return bundled_environment(user=user, key=DEMO_ENVIRONMENT)
 
 
 def run_launch_demo(*, owner: AbstractBaseUser) -> Run:

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+import types
+import typing
+from typing import Any, Literal
 
+import annotated_types
 from django import forms
 from django.utils.text import slugify
 
@@ -24,17 +27,13 @@ from webapp.runs.config import (
     RunEnvironment,
     WarmupSettings,
 )
+from webapp.runs.grpo_fields import TRL_PASSTHROUGH
 
+# Every GRPO setting of the schema, the lab's core settings first: the form's GRPO fieldset
+# is built from the schema (type, bounds, help), so a field added there reaches the form.
 GRPO_FIELDS = (
-    "num_generations",
-    "max_steps",
-    "learning_rate",
-    "per_device_train_batch_size",
-    "gradient_accumulation_steps",
-    "max_completion_length",
-    "temperature",
-    "beta",
-    "seed",
+    *(name for name in GRPOSettings.model_fields if name not in TRL_PASSTHROUGH),
+    *TRL_PASSTHROUGH,
 )
 ENVIRONMENT_FIELDS = {
     "environment": "environment",
@@ -97,8 +96,51 @@ def _number_field(settings: type[Any], name: str, label: str | None = None) -> f
     return kind(required=False, initial=default, label=label, help_text=info.description or "")
 
 
-def _grpo_field(name: str) -> forms.Field:
-    return _number_field(GRPOSettings, name)
+def _bounds(metadata: list[Any]) -> dict[str, str]:
+    """The schema's bounds of a number as the input's min/max attributes (the schema itself
+    refuses a value out of them, with its message next to the input)."""
+    attrs: dict[str, str] = {}
+    for item in metadata:
+        if isinstance(item, annotated_types.Ge | annotated_types.Gt):
+            attrs["min"] = str(item.ge if isinstance(item, annotated_types.Ge) else item.gt)
+        elif isinstance(item, annotated_types.Le | annotated_types.Lt):
+            attrs["max"] = str(item.le if isinstance(item, annotated_types.Le) else item.lt)
+    return attrs
+
+
+def _strict_bool(value: str) -> bool:
+    return value == "true"
+
+
+def schema_form_field(settings: type[Any], name: str, label: str | None = None) -> forms.Field:
+    """An optional input for one field of a config model, from its annotation: a number input
+    with the schema's bounds, a choice of a Literal's values (or true/false), a JSON input for a
+    mapping. Its description is the help; left blank, the field is left out and its default applies."""
+    info = settings.model_fields[name]
+    default = info.get_default(call_default_factory=True)
+    help_text = info.description or ""
+    members = [info.annotation]
+    while any(typing.get_origin(m) in (typing.Union, types.UnionType) for m in members):
+        members = [a for m in members for a in (typing.get_args(m) if typing.get_origin(m) in (typing.Union, types.UnionType) else (m,))]
+    members = [m for m in members if m is not type(None)]
+    blank = "default" if default is None else f"default ({json.dumps(default)})"
+    literals = [value for m in members if typing.get_origin(m) is Literal for value in typing.get_args(m)]
+    if literals:
+        return forms.ChoiceField(
+            required=False, label=label, help_text=help_text, choices=[("", blank), *[(v, v) for v in literals]]
+        )
+    if bool in members:
+        return forms.TypedChoiceField(
+            required=False, label=label, help_text=help_text, coerce=_strict_bool, empty_value=None,
+            choices=[("", blank), ("true", "true"), ("false", "false")],
+        )
+    if dict in members or any(typing.get_origin(m) is dict for m in members):
+        return forms.JSONField(required=False, label=label, help_text=help_text, initial=default)
+    attrs = _bounds(info.metadata)
+    if float in members:
+        attrs["step"] = "any"
+        return forms.FloatField(required=False, initial=default, label=label, help_text=help_text, widget=forms.NumberInput(attrs))
+    return forms.IntegerField(required=False, initial=default, label=label, help_text=help_text, widget=forms.NumberInput(attrs))
 
 
 def _alert_field(name: str) -> forms.Field:
@@ -149,7 +191,13 @@ class EnvironmentChoiceField(forms.ModelChoiceField):
         return label
 
 
-class RunForm(forms.Form):
+# The GRPO inputs, one per schema field, under the schema's names.
+_GRPOInputs: type[forms.Form] = type(
+    "_GRPOInputs", (forms.Form,), {name: schema_form_field(GRPOSettings, name) for name in GRPO_FIELDS}
+)
+
+
+class RunForm(_GRPOInputs):  # type: ignore[valid-type,misc]
     name = forms.CharField(max_length=120, initial="echo-run")
     model = forms.CharField(
         max_length=500,
@@ -168,15 +216,6 @@ class RunForm(forms.Form):
         initial=RunEnvironment.model_fields["rows"].default,
         help_text="Dataset rows (episodes) for this environment.",
     )
-    num_generations = _grpo_field("num_generations")
-    max_steps = _grpo_field("max_steps")
-    learning_rate = _grpo_field("learning_rate")
-    per_device_train_batch_size = _grpo_field("per_device_train_batch_size")
-    gradient_accumulation_steps = _grpo_field("gradient_accumulation_steps")
-    max_completion_length = _grpo_field("max_completion_length")
-    temperature = _grpo_field("temperature")
-    beta = _grpo_field("beta")
-    seed = _grpo_field("seed")
     alerts_enabled = _alert_field("enabled")
     alert_zero_variance_frac = _alert_field("zero_variance_frac")
     alert_zero_variance_steps = _alert_field("zero_variance_steps")
@@ -217,7 +256,7 @@ class RunForm(forms.Form):
         }
         if data.get("rows") is not None:
             item["rows"] = data["rows"]
-        grpo = {name: data[name] for name in GRPO_FIELDS if data.get(name) is not None}
+        grpo = {name: data[name] for name in GRPO_FIELDS if data.get(name) not in (None, "")}
         alerts = {
             setting: data[field] for field, setting in ALERT_FIELDS.items()
             if data.get(field) is not None or setting in ("enabled", "stop_on")
@@ -228,12 +267,12 @@ class RunForm(forms.Form):
             "name": data["name"], "model": model_spec(data["model"]), "environments": [item], "grpo": grpo, "alerts": alerts,
         }
         if data.get("warmup_enabled"):
-            config["warmup"] = {
+            config["sft_warmup"] = {
                 "kind": "sft",
                 **{setting: data[field] for field, setting in WARMUP_FIELDS.items() if data.get(field) not in (None, "")},
             }
-            if config["warmup"].get("source", "solver") == "solver":
-                config["warmup"].pop("run", None)  # only a run source takes one; a stray id is not an error
+            if config["sft_warmup"].get("source", "solver") == "solver":
+                config["sft_warmup"].pop("run", None)  # only a run source takes one; a stray id is not an error
         if data.get("warmup_only"):
             config["grpo"] = None  # the schema refuses it without a warm-up, next to that input
         return config
@@ -301,9 +340,9 @@ def errors_to_form(
             target = (form, parts[1])
         elif parts[0] == "alerts" and len(parts) >= 2 and parts[1] in ALERT_SETTINGS:
             target = (form, ALERT_SETTINGS[parts[1]])
-        elif parts[0] == "warmup" and len(parts) >= 2 and parts[1] in WARMUP_SETTINGS:
+        elif parts[0] == "sft_warmup" and len(parts) >= 2 and parts[1] in WARMUP_SETTINGS:
             target = (form, WARMUP_SETTINGS[parts[1]])
-        elif parts[0] == "warmup":
+        elif parts[0] == "sft_warmup":
             target = (form, "warmup_enabled")
         elif parts[0] == "grpo" and len(parts) == 1:
             target = (form, "warmup_only")

@@ -295,3 +295,16 @@ class WorkerOut(serializers.ModelSerializer):
     def get_current_run(self, worker: WorkerHeartbeat) -> int | None:
         visible = self.context.get("visible_runs", set())
         return worker.current_run_id if worker.current_run_id in visible else None
+
+
+class PresetOut(serializers.Serializer):
+    """A named, versioned starting config (webapp/runs/presets.py). `config` is a run config
+    whose environments carry the id of the caller's entry of `environment` (0: they have none)."""
+
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    version = serializers.IntegerField()
+    description = serializers.CharField()
+    source = serializers.CharField(help_text="Where the recipe comes from.")
+    environment = serializers.CharField(help_text="The bundled environment it is meant for.")
+    config = serializers.DictField(help_text="A run config, to POST to /api/runs/ as is or changed.")

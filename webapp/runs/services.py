@@ -34,7 +34,15 @@ from webapp.runs.checkpoints import (
     model_resolve,
     run_checkpoint,
 )
-from webapp.runs.config import CheckpointRef, RunConfig, RunConfigError, parse_run_config
+from webapp.runs.config import (
+    DEPRECATED_WARMUP_KEY,
+    CheckpointRef,
+    RunConfig,
+    RunConfigError,
+    config_to_store,
+    in_keys_given,
+    parse_run_config,
+)
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 from webapp.runs.routing import TRAIN_QUEUE, queue_for, run_needs
 from webapp.runs.selectors import (
@@ -172,7 +180,7 @@ def run_config_check(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, 
             config.rewards = recipe_resolve(ref=config.rewards, user=user, env_names=names)
         except RecipeRefError as exc:
             errors["rewards.recipe"] = [str(exc)]
-    if config.warmup is not None:
+    if config.sft_warmup is not None:
         errors.update(_warmup_errors(config=config, user=user))
     tool_owner: dict[str, tuple[str, str]] = {}
     for index, item in enumerate(config.environments):
@@ -326,19 +334,19 @@ def _warmup_errors(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, li
     from envs.registry import recorded_adapter, solver_keys
     from envs.solvers import solver_class
 
-    warmup = config.warmup
+    warmup = config.sft_warmup
     assert warmup is not None
     errors: dict[str, list[str]] = {}
     if warmup.source == "run":
         source = runs_visible_to(user=user).filter(pk=warmup.run).first()
         if source is None:
             # The same message for a run that exists but is not theirs.
-            return {"warmup.run": [f"no run with id {warmup.run}"]}
+            return {"sft_warmup.run": [f"no run with id {warmup.run}"]}
         kept = Rollout.objects.filter(run=source, unscored=False, reward__gte=warmup.min_reward).count()
         if not kept:
-            errors["warmup.run"] = [
+            errors["sft_warmup.run"] = [
                 f"run {source.pk} has no scored rollout with a reward of at least {warmup.min_reward:g}: "
-                "lower warmup.min_reward or pick another run"
+                "lower sft_warmup.min_reward or pick another run"
             ]
         return errors
     keys = solver_keys()
@@ -351,7 +359,7 @@ def _warmup_errors(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, li
         if spec is None or solver_class(spec.key) is None:
             errors[f"environments.{index}.environment"] = [
                 f"environment '{environment.name}' has no solver (only the bundled {having} have one): "
-                'use warmup source "run" with an earlier run\'s rollouts'
+                'use sft_warmup source "run" with an earlier run\'s rollouts'
             ]
     return errors
 
@@ -391,8 +399,9 @@ def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
         raise RunQuotaExceeded({"non_field_errors": [quota]})
     errors = run_config_check(config=config, user=owner)
     if errors:
-        raise RunConfigError(errors)
-    warnings = run_config_warnings(config=config, user=owner)
+        raise RunConfigError(in_keys_given(errors, legacy_warmup=DEPRECATED_WARMUP_KEY in config.deprecations))
+    # Deprecated keys first: the launch response's `warnings` and the run's launch_warning events.
+    warnings = {**config.deprecations, **run_config_warnings(config=config, user=owner)}
     # Last: a config that is wrong anyway hears about what to fix in it first.
     waiting = run_worker_refusal(config=config)
     if waiting and not config.wait_for_worker:
@@ -409,13 +418,13 @@ def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
         run = Run.objects.create(
             owner=owner,
             name=config.name,
-            config=config.model_dump(mode="json"),
+            config=config_to_store(config),
             model=model_label(config.model),
             max_steps=config.total_steps,
             queue=queue_for(needs),
             needs_gpus=needs.gpus,
             needs_vllm=needs.vllm,
-            phase=Run.Phase.WARMUP if config.warmup is not None else Run.Phase.GRPO,
+            phase=Run.Phase.WARMUP if config.sft_warmup is not None else Run.Phase.GRPO,
             sent_at=timezone.now(),
             sends=1,
         )

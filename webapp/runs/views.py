@@ -20,7 +20,7 @@ from webapp.core.plotly import plotly_url
 from webapp.core.throttles import throttle_posts
 from webapp.rewards.selectors import recipes_visible_to
 from webapp.runs.checkpoints import run_checkpoints
-from webapp.runs.config import RunConfigError
+from webapp.runs.config import RunConfigError, has_sft_warmup
 from webapp.runs.demo import demo_config, demo_environment, run_launch_demo
 from webapp.runs.forms import (
     ALERT_FIELDS,
@@ -33,6 +33,7 @@ from webapp.runs.forms import (
     errors_to_form,
 )
 from webapp.runs.models import Rollout, Run
+from webapp.runs.presets import preset_config_for, preset_get, presets
 from webapp.runs.selectors import (
     RUN_CHANGE_REFUSAL,
     run_alerts,
@@ -209,10 +210,12 @@ def run_new(request: HttpRequest) -> HttpResponse:
     echo = _demo_environment(request)
     if echo is not None:  # the entry the demo trains on, never another user's entry named echo
         form.fields["environment"].initial = echo.pk
-    json_form = RunJsonForm(
-        posted if mode == "json" else None,
-        initial={"config_json": json.dumps(demo_config(echo.pk if echo else 1), indent=2)},
-    )
+    # "Start from a preset" links here with ?preset=<slug>: its config fills the JSON form.
+    preset = preset_get(slug=request.GET.get("preset", "")[:64]) if posted is None else None
+    start = preset_config_for(preset=preset, user=request.user) if preset else demo_config(echo.pk if echo else 1)
+    json_form = RunJsonForm(posted if mode == "json" else None, initial={"config_json": json.dumps(start, indent=2)})
+    if preset is not None:
+        mode = "json"
     top_errors: list[str] = []
     json_errors: list[str] = []
     if posted is not None:
@@ -246,6 +249,8 @@ def run_new(request: HttpRequest) -> HttpResponse:
             "top_errors": top_errors,
             "json_errors": json_errors,
             "mode": mode,
+            "presets": presets(),
+            "preset": preset,
             "environments_exist": environments_visible_to(user=request.user).exists(),
             "nav": "new-run",
         },
@@ -322,7 +327,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     resumable, why_not = run_resumable(run=run)
     series = run_metric_series(run=run, keys=None, max_points=METRIC_POINTS)
     charts = run_charts(
-        series, warmup=bool((run.config or {}).get("warmup")), gpu=(run.config or {}).get("device") == "cuda"
+        series, warmup=has_sft_warmup(run.config or {}), gpu=(run.config or {}).get("device") == "cuda"
     )
     layout = run_layout_for(user=request.user)
     chart_page = {

@@ -4,27 +4,62 @@ tested field by field without a GPU (tests/worker/training/test_grpo_args.py).""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from typing import Any
 
 from webapp.runs.config import VLLM_PASSTHROUGH, GRPOSettings, RunConfig
+from webapp.runs.grpo_fields import TRL_PASSTHROUGH
 
 # What the lab always sets, whatever the run asks for.
 LAB_CONSTANTS: dict[str, Any] = {
+    # The run page charts every step, and the run-health check reads every step's metrics.
     "logging_steps": 1,
     # The run-health check must see a NaN/inf loss; the default filter logs the average instead.
     "logging_nan_inf_filter": False,
+    # Checkpoints every grpo.save_steps: the run's resume and model sources read them.
     "save_strategy": "steps",
+    # envlab captures metrics itself (worker/training/telemetry.py); another tracker needs credentials.
     "report_to": "none",
+    # The worker's log is the run's record, not a progress bar.
     "disable_tqdm": True,
-    "bf16": False,
-    "activation_checkpointing": False,  # transformers 5 name of gradient_checkpointing
+    # Rows are built in the worker's memory, and TRL needs whole prompt groups in order.
     "dataloader_num_workers": 0,
 }
+# Settings the run may set (grpo.bf16, grpo.gradient_checkpointing; CPU runs may not turn them on)
+# whose absence means off, as before they were settable, not TRL's default: GRPOConfig turns
+# both on when unset, which a CPU run cannot use and which would change what an existing
+# config trains.
+LAB_DEFAULTS: dict[str, Any] = {"bf16": False, "gradient_checkpointing": False}
+
+
+@functools.cache
+def _checkpointing_name() -> str:
+    """transformers 5 renamed gradient_checkpointing to activation_checkpointing (the old name a
+    deprecated alias, ignored once the new one is set, as GRPOConfig's own default sets it):
+    the name the installed version reads."""
+    from trl import GRPOConfig
+
+    names = {field.name for field in dataclasses.fields(GRPOConfig)}
+    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
+
+
+def trl_name(name: str) -> str:
+    """The installed GRPOConfig's name for a run config's GRPO setting."""
+    return _checkpointing_name() if name == "gradient_checkpointing" else name
 
 
 def grpo_settings_kwargs(grpo: GRPOSettings) -> dict[str, Any]:
-    """Every GRPOSettings field is a GRPOConfig field of the same name (tested)."""
-    return grpo.model_dump()
+    """Every GRPOSettings field is a GRPOConfig field of the same name (tested); the allowlisted
+    TRL fields only when set (absent: TRL's default), bf16 and gradient checkpointing off unless set."""
+    kwargs = grpo.model_dump(exclude=set(TRL_PASSTHROUGH))
+    for name in TRL_PASSTHROUGH:
+        value = getattr(grpo, name)
+        if value is None:
+            value = LAB_DEFAULTS.get(name)
+        if value is not None:
+            kwargs[trl_name(name)] = value
+    return kwargs
 
 
 def generation_kwargs(config: RunConfig, *, vllm_server_base_url: str | None = None) -> dict[str, Any]:

@@ -27,14 +27,18 @@ from envs.adapters.harbor import TASK_INDEX_KEY, HarborSessionFactory
 from webapp.rewards.scoring import Episode, recipe_total
 from webapp.rewards.terms import RecipeRef, RewardTerm, terms_dump
 from webapp.runs.config import GRPOSettings, RunConfig
-from worker.training.grpo_args import LAB_CONSTANTS
+from webapp.runs.grpo_fields import ASYNC_REFUSED, TRL_PASSTHROUGH
+from worker.training.grpo_args import LAB_CONSTANTS, trl_name
 
 HARBOR_ENV_NAME = "harbor"
-# Every GRPO setting but `beta` is an AsyncGRPOConfig field of the same name (the tests check it
-# against the dataclass); the async trainer has no KL term, and the schema refuses a harness run with beta.
-ASYNC_GRPO_FIELDS = tuple(name for name in GRPOSettings.model_fields if name != "beta")
-# The lab's constants that the async trainer's config also has (it is a TrainingArguments too).
-ASYNC_LAB_CONSTANTS = {k: v for k, v in LAB_CONSTANTS.items() if k != "activation_checkpointing"}
+# Every core GRPO setting but `beta` is an AsyncGRPOConfig field of the same name (the tests check
+# it against the dataclass); the async trainer has no KL term, and the schema refuses a harness run with beta.
+ASYNC_GRPO_FIELDS = tuple(name for name in GRPOSettings.model_fields if name != "beta" and name not in TRL_PASSTHROUGH)
+# The allowlisted TRL fields the async config has too, passed when set (the schema refuses the others).
+ASYNC_TRL_FIELDS = tuple(name for name in TRL_PASSTHROUGH if name not in ASYNC_REFUSED)
+# The lab's constants that the async trainer's config also has (it is a TrainingArguments too);
+# bf16 stays off unless the run sets it, as before it was settable.
+ASYNC_LAB_CONSTANTS = {**LAB_CONSTANTS, "bf16": False}
 
 
 def async_config_kwargs(config: RunConfig, *, output_dir: str, vllm_server_base_url: str | None = None) -> dict[str, Any]:
@@ -54,6 +58,10 @@ def async_config_kwargs(config: RunConfig, *, output_dir: str, vllm_server_base_
         "weight_sync_steps": harness.weight_sync_steps,
         **ASYNC_LAB_CONSTANTS,
     }
+    for name in ASYNC_TRL_FIELDS:
+        value = getattr(grpo, name)
+        if value is not None:
+            kwargs[trl_name(name)] = value
     if config.generation.vllm_server_timeout is not None:
         kwargs["vllm_server_timeout"] = config.generation.vllm_server_timeout
     return kwargs

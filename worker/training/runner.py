@@ -498,7 +498,7 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
         # this id (a reset database), like the checkpoints _prune_checkpoints removes.
         shutil.rmtree(warmup_dir.parent, ignore_errors=True)
     # A warm-up that ended left its model; one that did not is redone, and GRPO starts after it.
-    warmup_pending = config.warmup is not None and not (warmup_dir / "config.json").is_file()
+    warmup_pending = config.sft_warmup is not None and not (warmup_dir / "config.json").is_file()
     # A save cut short (the worker killed while saving) left a staging folder: never resumed from.
     removed = remove_leftovers(output_dir)
     # The recorded checkpoint, or the newest whole one before it should that one be gone.
@@ -507,7 +507,7 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
     _prune_checkpoints(output_dir, start_step or None)
     if not run_rewind(
         run_id=run.pk, lease_owner=lease_owner, to_step=start_step,
-        keep_warmup=config.warmup is not None and not warmup_pending,
+        keep_warmup=config.sft_warmup is not None and not warmup_pending,
     ):
         return "lease_lost"
     if removed and not _leftovers_recorded(run.pk, lease_owner, removed, start_step):
@@ -520,11 +520,11 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
         # A warm-up alone whose model was saved before its worker died: nothing left to do.
         finish_run(run_id=run.pk, lease_owner=lease_owner, status=Run.Status.SUCCEEDED, error="", step=None)
         return Run.Status.SUCCEEDED
-    if config.warmup is not None and not run_phase_set(
+    if config.sft_warmup is not None and not run_phase_set(
         run_id=run.pk, lease_owner=lease_owner, phase=Run.Phase.GRPO, step=start_step
     ):
         return "lease_lost"
-    model_source = str(warmup_dir) if config.warmup is not None else None
+    model_source = str(warmup_dir) if config.sft_warmup is not None else None
     if config.ranks > 1:
         # Several training processes (accelerate): this task starts and watches them, and
         # they train and record the run (worker/training/distributed.py).
@@ -713,16 +713,16 @@ def _warmup_phase(run: Run, config: RunConfig, lease_owner: str, warmup_dir: Pat
         elif result.outcome == "telemetry_failed":
             status, error = Run.Status.INTERRUPTED, sink.failure
         elif result.outcome == "no_episodes":
-            assert config.warmup is not None
+            assert config.sft_warmup is not None
             rounds = (config.grpo or GRPOSettings()).max_tool_calling_iterations
             source = (
                 f"; the solver plays at most {rounds} tool calls an episode, as many as GRPO's "
                 "max_tool_calling_iterations gives the model: raise it if the games are longer"
-                if config.warmup.source == "solver" else ""
+                if config.sft_warmup.source == "solver" else ""
             )
             status, error, failure = Run.Status.FAILED, (
                 f"the warm-up kept no episode: none of {result.episodes_seen} had a reward of at least "
-                f"{config.warmup.min_reward:g}{source}"
+                f"{config.sft_warmup.min_reward:g}{source}"
             ), Run.Failure.CONFIG
     except Exception as exc:
         interrupted = outage_end(exc, checkpoint_step=None)

@@ -144,7 +144,7 @@ def solver_examples(
     from worker.datasets import episode_rows
     from worker.episodes import adapter_policy, play_episode
 
-    warmup = config.warmup
+    warmup = config.sft_warmup
     assert warmup is not None
     # A longer episode than GRPO lets the model play would teach it moves it never gets to
     # make. A warm-up alone is played as its model is later (GRPO's defaults).
@@ -348,7 +348,7 @@ def run_warmup(
 ) -> WarmupResult:
     """The whole warm-up of `run`: build the dataset, train, save to `target` (only when it
     ran to the end). Metrics go through `sink`; the caller records the result."""
-    warmup = config.warmup
+    warmup = config.sft_warmup
     assert warmup is not None
     if warmup.source == "solver":
         examples, seen = solver_examples(

@@ -4,12 +4,16 @@ the vLLM settings; the trainer is what would load vLLM)."""
 from __future__ import annotations
 
 import dataclasses
+import typing
+from typing import Any
 
 import pytest
+from transformers.trainer_utils import SchedulerType
 from trl import GRPOConfig
 
 from webapp.runs.config import VLLM_PASSTHROUGH, GRPOSettings, RunConfigError, parse_run_config
-from worker.training.grpo_args import LAB_CONSTANTS, grpo_config_kwargs
+from webapp.runs.grpo_fields import TRL_PASSTHROUGH, TRLTrainingFields
+from worker.training.grpo_args import LAB_CONSTANTS, LAB_DEFAULTS, grpo_config_kwargs
 
 BASE = {"name": "t", "model": "demo:echo", "environments": [{"environment": 1, "prompt": "p"}]}
 GRPO = {
@@ -29,9 +33,10 @@ def test_every_grpo_setting_is_a_grpo_config_field_of_the_same_name():
 def test_cpu_config_translates_field_by_field(tmp_path):
     config = parse_run_config({**BASE, "grpo": GRPO})
     kwargs = grpo_config_kwargs(config, output_dir=str(tmp_path), reward_weights=[1.0, 0.1])
+    # As before the TRL allowlist: bf16 and activation checkpointing off, nothing else TRL's.
     assert kwargs == {
         "output_dir": str(tmp_path), **GRPO, "reward_weights": [1.0, 0.1], "use_cpu": True, "use_vllm": False,
-        **LAB_CONSTANTS,
+        "bf16": False, "activation_checkpointing": False, **LAB_CONSTANTS,
     }
     args = GRPOConfig(**kwargs)
     assert [getattr(args, name) for name in GRPO] == list(GRPO.values())
@@ -79,4 +84,81 @@ def test_a_managed_server_gets_the_address_the_worker_started_it_at(tmp_path):
 def test_vllm_fields_are_checked(generation, errors):
     with pytest.raises(RunConfigError) as caught:
         parse_run_config({**BASE, "device": "cuda", "generation": generation})
+    assert caught.value.errors == errors
+
+
+# A value other than TRL's default for every allowlisted field (the test checks it differs).
+TRL_VALUES: dict[str, Any] = {
+    "loss_type": "dr_grpo", "epsilon": 0.3, "epsilon_high": 0.28, "delta": 1.5, "scale_rewards": "batch",
+    "num_iterations": 2, "importance_sampling_level": "sequence", "mask_truncated_completions": True,
+    "top_p": 0.9, "top_k": 50, "min_p": 0.05, "repetition_penalty": 1.1, "lr_scheduler_type": "cosine",
+    "warmup_steps": 3, "weight_decay": 0.01, "max_grad_norm": 0.5, "bf16": True, "gradient_checkpointing": True,
+    "multi_objective_aggregation": "normalize_then_sum",
+}
+TRL_NAMES = {"gradient_checkpointing": "activation_checkpointing"}  # transformers 5's name
+
+
+def test_the_allowlist_is_a_subset_of_the_installed_grpo_config():
+    fields = {field.name: field for field in dataclasses.fields(GRPOConfig)}
+    assert set(TRL_PASSTHROUGH) - set(fields) == set()
+    assert set(TRL_VALUES) == set(TRL_PASSTHROUGH)
+    # transformers 5 has no warmup_ratio (warmup_steps below 1 is the ratio): not allowlisted.
+    assert "warmup_ratio" not in fields and "warmup_ratio" not in TRL_PASSTHROUGH
+    # The schedules offered are transformers' own names.
+    schedules = typing.get_args(typing.get_args(TRLTrainingFields.model_fields["lr_scheduler_type"].annotation)[0])
+    assert set(schedules) <= {s.value for s in SchedulerType}
+    # The loss types offered are the ones TRL's help names.
+    for loss in typing.get_args(typing.get_args(TRLTrainingFields.model_fields["loss_type"].annotation)[0]):
+        assert f"'{loss}'" in fields["loss_type"].metadata["help"], loss
+
+
+def test_absent_allowlisted_fields_are_not_passed(tmp_path):
+    kwargs = grpo_config_kwargs(parse_run_config(BASE), output_dir=str(tmp_path), reward_weights=[1.0])
+    assert {name for name in TRL_PASSTHROUGH if name in kwargs} == set(LAB_DEFAULTS) - {"gradient_checkpointing"}
+    assert (kwargs["bf16"], kwargs["activation_checkpointing"]) == (False, False)
+    assert "gradient_checkpointing" not in kwargs
+
+
+@pytest.mark.parametrize("name", TRL_PASSTHROUGH)
+def test_each_allowlisted_field_reaches_grpo_config(name, tmp_path, monkeypatch):
+    # No GPU here: transformers refuses bf16 without one, so it is told there is one (the
+    # translation is under test, not the hardware). The run is a CUDA run, as bf16 needs.
+    monkeypatch.setattr("transformers.training_args.is_torch_bf16_gpu_available", lambda: True)
+    value = TRL_VALUES[name]
+    base = {**BASE, "device": "cuda"}
+    baseline = GRPOConfig(**grpo_config_kwargs(parse_run_config(base), output_dir=str(tmp_path), reward_weights=[1.0]))
+    config = parse_run_config({**base, "grpo": {name: value}})
+    kwargs = grpo_config_kwargs(config, output_dir=str(tmp_path), reward_weights=[1.0])
+    assert kwargs[TRL_NAMES.get(name, name)] == value
+    args = GRPOConfig(**kwargs)
+    assert getattr(baseline, name) != value
+    assert getattr(args, name) == value
+    if name == "gradient_checkpointing":
+        assert args.activation_checkpointing is True
+
+
+def test_scale_rewards_false_is_trl_none(tmp_path):
+    config = parse_run_config({**BASE, "grpo": {"scale_rewards": False}})
+    args = GRPOConfig(**grpo_config_kwargs(config, output_dir=str(tmp_path), reward_weights=[1.0]))
+    assert args.scale_rewards == "none"
+
+
+@pytest.mark.parametrize(
+    ("grpo", "errors"),
+    [
+        ({"loss_type": "ppo"}, {"grpo.loss_type": [
+            "Input should be 'grpo', 'dr_grpo', 'dapo', 'bnpo', 'cispo', 'sapo', 'luspo' or 'vespo'"]}),
+        ({"top_p": 0}, {"grpo.top_p": ["Input should be greater than 0"]}),
+        ({"lr_scheduler_type": "reduce_lr_on_plateau"}, {"grpo.lr_scheduler_type": [
+            "Input should be 'linear', 'cosine', 'cosine_with_restarts', 'polynomial', 'constant', "
+            "'constant_with_warmup' or 'inverse_sqrt'"]}),
+        ({"warmup_steps": 2.5}, {"grpo.warmup_steps": [
+            "warmup_steps is a whole number of steps, or a fraction of the run's steps below 1"]}),
+        ({"warmup_ratio": 0.1}, {"grpo.warmup_ratio": ["Extra inputs are not permitted"]}),
+        ({"fp16": True}, {"grpo.fp16": ["Extra inputs are not permitted"]}),
+    ],
+)
+def test_allowlisted_fields_are_checked(grpo, errors):
+    with pytest.raises(RunConfigError) as caught:
+        parse_run_config({**BASE, "grpo": grpo})
     assert caught.value.errors == errors

@@ -28,9 +28,11 @@ from trl.experimental.async_grpo.openenv_harness import HarnessRolloutOutcome, _
 
 from tests.envs.servers import run_env_server  # noqa: E402
 from webapp.runs.config import GRPOSettings, RunConfigError, parse_run_config  # noqa: E402
+from webapp.runs.grpo_fields import ASYNC_REFUSED, TRL_PASSTHROUGH  # noqa: E402
 from webapp.runs.routing import queue_for, run_needs  # noqa: E402
 from worker.training.harness import (  # noqa: E402
     ASYNC_GRPO_FIELDS,
+    ASYNC_TRL_FIELDS,
     HarnessReward,
     async_config_kwargs,
     harness_dataset_rows,
@@ -66,8 +68,10 @@ def test_the_async_config_gets_every_setting_by_name(tmp_path: Path) -> None:
     args = AsyncGRPOConfig(**kwargs)
     fields = {f.name for f in dataclasses.fields(AsyncGRPOConfig)}
     # Every GRPO setting but beta (refused) is an AsyncGRPOConfig field of the same name.
-    assert set(GRPOSettings.model_fields) - set(ASYNC_GRPO_FIELDS) == {"beta"}
+    assert set(GRPOSettings.model_fields) - set(ASYNC_GRPO_FIELDS) == {"beta", *TRL_PASSTHROUGH}
     assert set(ASYNC_GRPO_FIELDS) <= fields and set(kwargs) <= fields
+    # The allowlisted TRL fields the async config has; the schema refuses the others for a harness run.
+    assert set(ASYNC_TRL_FIELDS) <= fields and set(ASYNC_REFUSED) - fields == set(ASYNC_REFUSED)
     for name in ASYNC_GRPO_FIELDS:
         assert getattr(args, name) == getattr(run.grpo, name), name
     assert (args.max_inflight_tasks, args.max_staleness, args.weight_sync_steps) == (5, 2, 3)
@@ -81,13 +85,27 @@ def test_the_async_config_gets_every_setting_by_name(tmp_path: Path) -> None:
         async_config_kwargs(managed, output_dir="o")
 
 
+def test_the_async_config_gets_the_allowlisted_fields_a_harness_run_sets(tmp_path: Path) -> None:
+    grpo = {"num_generations": 2, "per_device_train_batch_size": 4, "top_p": 0.9, "epsilon_high": 0.28,
+            "lr_scheduler_type": "cosine", "gradient_checkpointing": False}
+    kwargs = async_config_kwargs(config(grpo=grpo), output_dir=str(tmp_path))
+    assert {k: kwargs[k] for k in ("top_p", "epsilon_high", "lr_scheduler_type", "activation_checkpointing", "bf16")} == {
+        "top_p": 0.9, "epsilon_high": 0.28, "lr_scheduler_type": "cosine", "activation_checkpointing": False,
+        "bf16": False,
+    }
+    assert "min_p" not in kwargs  # not set: the async trainer's default
+    args = AsyncGRPOConfig(**kwargs)
+    assert (args.top_p, args.epsilon_high, args.activation_checkpointing) == (0.9, 0.28, False)
+
+
 @pytest.mark.parametrize(
     ("overrides", "key", "words"),
     [
         ({"generation": {"backend": "vllm", "vllm_mode": "colocate"}}, "generation", "vLLM server"),
         ({"device": "cpu", "generation": {}}, "generation", "vLLM server"),
         ({"grpo": {"beta": 0.1}}, "grpo.beta", "no KL term"),
-        ({"warmup": {"source": "solver"}}, "warmup", "no SFT warm-up"),
+        ({"grpo": {"loss_type": "dr_grpo"}}, "grpo.loss_type", "has no loss_type"),
+        ({"sft_warmup": {"source": "solver"}}, "sft_warmup", "no SFT warm-up"),
         ({"environments": [{"environment": 1, "name": "a"}, {"environment": 2, "name": "b"}]}, "environments", "one environment"),
         ({"harness": {"dataset": "mini", "harness": "bash", "max_concurrent_rollouts": 0}},
          "harness.max_concurrent_rollouts", "greater than or equal to 1"),

@@ -391,3 +391,33 @@ def test_sampled_values_go_to_the_last_step_done_and_leave_its_wall_time_alone(c
     assert list(MetricPoint.objects.filter(run=claimed_run, key=WALL_TIME_KEY).values_list("step", flat=True)) == [1]
     claimed_run.refresh_from_db()
     assert (claimed_run.last_seq, claimed_run.step) == (3, 1)
+
+
+def test_metric_keys_longer_than_the_column_stay_apart_and_an_event_names_them(claimed_run):
+    from webapp.runs.models import RunEvent
+    from webapp.runs.telemetry.metric_keys import MAX_METRIC_KEY, stored_metric_key
+    from webapp.runs.telemetry.record import METRIC_KEY_SHORTENED
+
+    prefix = "rewards/" + "very_long_reward_term_name_" * 5  # 143 characters
+    first, second = f"{prefix}a/mean", f"{prefix}b/mean"
+    exact = "m" * MAX_METRIC_KEY
+    async_spelling = "rewards/" + "t" * 110  # GRPO's name adds "/mean": 123 characters
+    sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.2)
+    sink.metrics(1, {first: 1.0, second: 2.0, exact: 3.0, async_spelling: 4.0})
+    sink.metrics(2, {first: 5.0, second: 6.0})
+    assert sink.close(timeout=10) is True
+    stored = {
+        (p.step, p.key): p.value
+        for p in MetricPoint.objects.filter(run=claimed_run).exclude(key=WALL_TIME_KEY)
+    }
+    short = {name: stored_metric_key(name) for name in (first, second, f"{async_spelling}/mean")}
+    assert len(set(short.values())) == 3 and all(len(key) == MAX_METRIC_KEY for key in short.values())
+    assert short[first].startswith(first[:100]) and short[first] != short[second]
+    assert stored == {
+        (1, short[first]): 1.0, (1, short[second]): 2.0, (1, exact): 3.0, (1, short[f"{async_spelling}/mean"]): 4.0,
+        (2, short[first]): 5.0, (2, short[second]): 6.0,
+    }
+    # One event per long name, the first time it is logged: the full name and its stored key.
+    events = RunEvent.objects.filter(run=claimed_run, kind=METRIC_KEY_SHORTENED).order_by("data__key")
+    assert sorted((e.data["name"], e.data["key"]) for e in events) == sorted((n, k) for n, k in short.items())
+    assert all(f"metric '{e.data['name']}'" in e.message and e.data["key"] in e.message for e in events)

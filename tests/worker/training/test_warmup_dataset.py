@@ -35,9 +35,9 @@ def errors_of(extra: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def test_warmup_defaults_and_a_warmup_alone() -> None:
-    config = parse_run_config({**BASE, "warmup": {"source": "solver"}, "grpo": None})
-    assert config.warmup is not None and config.grpo is None
-    assert config.warmup.model_dump() == {
+    config = parse_run_config({**BASE, "sft_warmup": {"source": "solver"}, "grpo": None})
+    assert config.sft_warmup is not None and config.grpo is None
+    assert config.sft_warmup.model_dump() == {
         "kind": "sft",
         "source": "solver",
         "run": None,
@@ -51,35 +51,35 @@ def test_warmup_defaults_and_a_warmup_alone() -> None:
     }
     # 64 episodes in batches of 8, twice.
     assert (config.total_steps, config.seed) == (16, 0)
-    assert parse_run_config(BASE).warmup is None
+    assert parse_run_config(BASE).sft_warmup is None
 
 
 def test_grpo_null_needs_a_warmup() -> None:
     assert errors_of({"grpo": None}) == {
-        "grpo": ["grpo may be null only for a run with a warm-up: give `warmup` or `grpo`"]
+        "grpo": ["grpo may be null only for a run with a warm-up: give `sft_warmup` or `grpo`"]
     }
 
 
 def test_source_and_run_must_agree() -> None:
-    assert errors_of({"warmup": {"source": "run"}}) == {
-        "warmup.run": ['source "run" needs the id of the run whose rollouts to keep']
+    assert errors_of({"sft_warmup": {"source": "run"}}) == {
+        "sft_warmup.run": ['source "run" needs the id of the run whose rollouts to keep']
     }
-    assert errors_of({"warmup": {"source": "solver", "run": 3}}) == {
-        "warmup.run": ['only source "run" takes a run; the solver plays its own episodes']
+    assert errors_of({"sft_warmup": {"source": "solver", "run": 3}}) == {
+        "sft_warmup.run": ['only source "run" takes a run; the solver plays its own episodes']
     }
 
 
 def test_warmup_bounds() -> None:
     errors = errors_of(
-        {"warmup": {"source": "solver", "episodes": 0, "epochs": 101, "kind": "dpo"}}
+        {"sft_warmup": {"source": "solver", "episodes": 0, "epochs": 101, "kind": "dpo"}}
     )
     assert errors == {
-        "warmup.kind": ["Input should be 'sft'"],
-        "warmup.episodes": ["Input should be greater than or equal to 1"],
-        "warmup.epochs": ["Input should be less than or equal to 100"],
+        "sft_warmup.kind": ["Input should be 'sft'"],
+        "sft_warmup.episodes": ["Input should be greater than or equal to 1"],
+        "sft_warmup.epochs": ["Input should be less than or equal to 100"],
     }
-    assert errors_of({"warmup": {"source": "teacher"}}) == {
-        "warmup.source": ["Input should be 'solver' or 'run'"]
+    assert errors_of({"sft_warmup": {"source": "teacher"}}) == {
+        "sft_warmup.source": ["Input should be 'solver' or 'run'"]
     }
 
 
@@ -114,7 +114,7 @@ def catch_config(env_id: int, **warmup: Any) -> dict[str, Any]:
                 "reset": {"rows": 5, "columns": 3},
             }
         ],
-        "warmup": {"source": "solver", "episodes": 6, **warmup},
+        "sft_warmup": {"source": "solver", "episodes": 6, **warmup},
         "grpo": None,
     }
 
@@ -136,7 +136,7 @@ def test_launch_checks_the_warmup_source(
     assert checked(no_solver, owner) == {
         "environments.0.environment": [
             "environment 'plain' has no solver (only the bundled echo, wordle, catch and sudoku have one): "
-            'use warmup source "run" with an earlier run\'s rollouts'
+            'use sft_warmup source "run" with an earlier run\'s rollouts'
         ]
     }
     source = Run.objects.create(owner=owner, name="src", config={}, model="demo:echo", max_steps=1)
@@ -144,14 +144,14 @@ def test_launch_checks_the_warmup_source(
     Rollout.objects.create(run=source, seq=2, step=1, reward=1.0, unscored=True)
     from_run = parse_run_config(catch_config(catch_env, source="run", run=source.pk))
     assert checked(from_run, owner) == {
-        "warmup.run": [
+        "sft_warmup.run": [
             f"run {source.pk} has no scored rollout with a reward of at least 1: "
-            "lower warmup.min_reward or pick another run"
+            "lower sft_warmup.min_reward or pick another run"
         ]
     }
     assert checked(from_run, outsider) == {
         "environments.0.environment": [f"no environment with id {catch_env}"],
-        "warmup.run": [f"no run with id {source.pk}"],
+        "sft_warmup.run": [f"no run with id {source.pk}"],
     }
     runs = Run.objects.count()
     with pytest.raises(RunConfigError):

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from webapp.runs.config import stored_config_current
 from webapp.runs.models import Run
 from webapp.runs.telemetry.series import run_metric_keys, run_metric_series
 
@@ -64,7 +65,8 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 def config_diff(runs: list[Run]) -> list[dict[str, Any]]:
     """Every dotted config key whose value is not the same in all runs: `{key, values}` with
     one value per run (MISSING where a run's config lacks the key). Lists compare whole."""
-    flat = [_flatten(run.config if isinstance(run.config, dict) else {}) for run in runs]
+    # Configs stored before a key was renamed compare under today's name.
+    flat = [_flatten(stored_config_current(run.config) if isinstance(run.config, dict) else {}) for run in runs]
     keys = sorted(set().union(*flat))
     diff = []
     for key in keys:

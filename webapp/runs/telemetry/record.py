@@ -15,7 +15,7 @@ from envs.adapters.tool_metrics import safe_tool_name, tool_results
 from webapp.core.transcripts import cap_transcript
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent, prompt_key
 from webapp.runs.selectors import run_last_event_id
-from webapp.runs.telemetry.metric_keys import canonical_metric_key
+from webapp.runs.telemetry.metric_keys import canonical_metric_key, stored_metric_key
 from webapp.runs.telemetry.notify import run_notify_alert
 
 
@@ -72,6 +72,7 @@ def telemetry_record(
     rollouts: list[Rollout] = []
     alerts: list[RunEvent] = []  # run health (worker/training/health.py) and run events, in the order raised
     last_step = 0
+    shortened: dict[str, str] = {}  # stored key -> the full name it stands for
     for kind, payload in events:
         if kind == "metrics":
             step, values = payload
@@ -81,8 +82,11 @@ def telemetry_record(
                 number = _number(v)
                 if number is None:
                     continue
-                key = canonical_metric_key(storable(str(k)[:120]))[:120]
-                if key in clean and key != k:
+                name = canonical_metric_key(storable(str(k)))
+                key = stored_metric_key(name)
+                if key != name:
+                    shortened[key] = name
+                if key in clean and name != k:
                     continue  # both spellings in one log: the GRPO-named value stands
                 clean[key] = number
             for k, v in clean.items():
@@ -137,6 +141,8 @@ def telemetry_record(
                 data={"step": lost[0].step, "envs": envs, "seqs": [r.seq for r in lost], "reasons": reasons[:5]},
             )
             lost_events = True
+    if shortened:
+        alerts += _shortened_key_events(run_id, shortened)
     if alerts:
         RunEvent.objects.bulk_create(alerts)
         for event in alerts:
@@ -151,6 +157,28 @@ def telemetry_record(
         last_seq=seq, step=Greatest(F("step"), Value(last_step)), telemetry_chunk=chunk[:64]
     )
     return notes
+
+
+METRIC_KEY_SHORTENED = "metric_key_shortened"
+
+
+def _shortened_key_events(run_id: int, shortened: dict[str, str]) -> list[RunEvent]:
+    """One event per long metric name and run, the first time it is logged: it says which
+    stored key holds it. The full name is kept to 2000 characters (the event's message)."""
+    known = set(
+        RunEvent.objects.filter(run_id=run_id, kind=METRIC_KEY_SHORTENED).values_list("data__key", flat=True)
+    )
+    return [
+        RunEvent(
+            run_id=run_id, kind=METRIC_KEY_SHORTENED,
+            message=(
+                f"metric '{name[:2000]}' is longer than {len(key)} characters: stored as '{key}'"
+            ),
+            data={"key": key, "name": name[:2000]},
+        )
+        for key, name in sorted(shortened.items())
+        if key not in known
+    ]
 
 
 def storable(value: Any) -> Any:

@@ -1,0 +1,90 @@
+"""Presets (webapp/runs/presets.py): data files checked by the run config schema, listed by
+`GET /api/presets/` with the caller's own environment id filled in, and offered on the new-run
+page; a preset's config launches as it is."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import pytest
+from django.urls import reverse
+
+from webapp.runs import presets as presets_module
+from webapp.runs.demo import demo_config
+from webapp.runs.models import Run
+from webapp.runs.presets import PresetError, fill_environment, preset_get, presets
+
+pytestmark = pytest.mark.django_db
+
+
+def test_every_preset_file_is_a_valid_run_config():
+    assert [(p.slug, p.name, p.version) for p in presets()] == [
+        ("dapo", "DAPO", 1), ("dr-grpo", "Dr. GRPO", 1), ("echo-demo", "Echo demo", 1),
+    ]
+    assert all(p.description and p.source and p.environment == "echo" for p in presets())
+
+
+def test_the_demo_preset_is_the_demo_buttons_config():
+    demo = preset_get(slug="echo-demo")
+    assert demo is not None
+    assert fill_environment(demo.config, 7) == demo_config(7)
+
+
+def test_a_broken_preset_file_fails_at_load(tmp_path, monkeypatch):
+    (tmp_path / "bad.json").write_text(json.dumps({
+        "name": "Bad", "version": 1, "description": "d", "source": "s", "environment": "echo",
+        "config": {"name": "b", "model": "demo:echo", "environments": [{"name": "echo"}], "grpo": {"loss_typo": "x"}},
+    }))
+    monkeypatch.setattr(presets_module, "PRESET_DIR", tmp_path)
+    presets.cache_clear()
+    try:
+        with pytest.raises(PresetError, match=r"bad.json: not a valid run config: \{'grpo.loss_typo'"):
+            presets()
+    finally:
+        monkeypatch.undo()
+        presets.cache_clear()
+
+
+def test_the_list_fills_in_each_callers_own_environment(api, outsider_api, client, echo_env):
+    response = api.get("/api/presets/")
+    assert response.status_code == 200
+    rows = response.json()
+    assert [row["slug"] for row in rows] == ["dapo", "dr-grpo", "echo-demo"]
+    dr = rows[1]
+    assert (dr["name"], dr["version"], dr["environment"]) == ("Dr. GRPO", 1, "echo")
+    assert dr["config"]["environments"] == [
+        {"environment": echo_env.pk, "name": "echo", "prompt": "Echo '{phrase}'.", "rows": 256}
+    ]
+    assert (dr["config"]["grpo"]["loss_type"], dr["config"]["grpo"]["scale_rewards"]) == ("dr_grpo", "none")
+    # The owner's private entry is not the outsider's: they get 0, which a launch refuses.
+    outsider_rows = outsider_api.get("/api/presets/").json()
+    assert [item["environment"] for item in outsider_rows[1]["config"]["environments"]] == [0]
+    assert client.get("/api/presets/").status_code in (401, 403)
+
+
+@pytest.mark.parametrize("slug", ["dapo", "dr-grpo"])
+def test_a_presets_config_launches_as_it_is(api, echo_env, built_model, slug):
+    config = next(row["config"] for row in api.get("/api/presets/").json() if row["slug"] == slug)
+    response = api.post("/api/runs/", config, format="json")
+    assert response.status_code == 201, response.json()
+    run = Run.objects.get(pk=response.json()["id"])
+    preset = preset_get(slug=slug)
+    assert preset is not None
+    assert {k: run.config["grpo"][k] for k in preset.config["grpo"]} == preset.config["grpo"]
+
+
+def test_the_new_run_page_starts_from_a_preset(owner_client, echo_env):
+    page = owner_client.get(reverse("run-new")).content.decode()
+    form = re.search(r'<form method="get"[^>]*id="preset-form">(.*?)</form>', page, re.S)
+    assert form is not None
+    assert re.findall(r'<option value="([a-z0-9-]+)"', form.group(1)) == ["dapo", "dr-grpo", "echo-demo"]
+    page = owner_client.get(reverse("run-new") + "?preset=dapo").content.decode()
+    assert '<details id="json-section" open>' in page
+    match = re.search(r'<textarea name="config_json"[^>]*>(.*?)</textarea>', page, re.S)
+    assert match is not None
+    config = json.loads(html.unescape(match.group(1)))
+    assert config["grpo"]["epsilon_high"] == 0.28 and config["environments"][0]["environment"] == echo_env.pk
+    assert "arXiv:2503.14476" in page
+    assert Run.objects.count() == 0
