@@ -37,6 +37,7 @@ urlpatterns = [
     path("runs/<int:pk>/cancel/", run_apis.RunCancelApi.as_view(), name="api-run-cancel"),
     path("runs/<int:pk>/resume/", run_apis.RunResumeApi.as_view(), name="api-run-resume"),
     path("runs/<int:pk>/metrics/", run_apis.RunMetricsApi.as_view(), name="api-run-metrics"),
+    path("runs/<int:pk>/metrics/export/", run_apis.RunMetricsExportApi.as_view(), name="api-run-metrics-export"),
     path("runs/<int:pk>/metrics/keys/", run_apis.RunMetricKeysApi.as_view(), name="api-run-metric-keys"),
     path("runs/compare/", arena_apis.RunCompareApi.as_view(), name="api-run-compare"),
     path("runs/<int:pk>/rollouts/", run_apis.RunRolloutsApi.as_view(), name="api-run-rollouts"),
