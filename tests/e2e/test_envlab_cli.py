@@ -62,7 +62,9 @@ def lab(web, worker, echo_url, django_db_blocker, tmp_path_factory) -> Iterator[
     from tests.factories import UserFactory
     from webapp.catalog.services import environment_register
 
-    if str(connection.settings_dict["NAME"]) != str(connection.creation._get_test_db_name()):
+    # Never the developer's own database: the module flushes the one it wrote to.
+    name, test_name = str(connection.settings_dict["NAME"]), (connection.settings_dict.get("TEST") or {}).get("NAME")
+    if name != str(test_name) if test_name else not name.startswith("test_"):
         pytest.fail("the test database is not set up: select test_launch_watch_... too (it is marked django_db)")
     folder = tmp_path_factory.mktemp("envlab-cli")
     config_dir = folder / "config"
