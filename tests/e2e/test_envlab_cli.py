@@ -151,6 +151,27 @@ def test_rollouts_parquet_has_the_export_endpoints_rows(lab):
     assert len(from_cli) == MAX_STEPS * 4  # per_device_train_batch_size 4, one generation batch a step
 
 
+def test_the_list_and_show_commands_print_what_the_api_answers(lab):
+    def ok(*args: str) -> str:
+        done = envlab(*args, config_dir=lab.config_dir)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    environments = json.loads(ok("envs", "list", "--json"))
+    assert [(e["name"], e["kind"]) for e in environments] == [("echo", "openenv")]
+    runs = ok("runs", "list").splitlines()
+    assert runs[0] == "id\tname\tstatus\tstep\tmax_steps\tmodel\tcreated_at"
+    assert [line.split("\t")[:5] for line in runs[1:]] == [[str(lab.run_id), "e2e", "succeeded", "3", "3"]]
+    shown = json.loads(ok("runs", "show", str(lab.run_id)))
+    assert (shown["id"], shown["status"], shown["owner"]) == (lab.run_id, "succeeded", "cli-owner")
+    assert "reward" in ok("runs", "keys", str(lab.run_id)).splitlines()
+    assert json.loads(ok("recipes", "list", "--json")) == []
+    cancel = envlab("runs", "cancel", str(lab.run_id), config_dir=lab.config_dir)
+    assert (cancel.returncode, cancel.stderr) == (
+        1, "error: only queued or running runs can be cancelled; this one is succeeded (HTTP 409)\n"
+    )
+
+
 def test_another_users_login_is_told_the_run_does_not_exist(lab, django_db_blocker, tmp_path):
     from tests.factories import UserFactory
 

@@ -9,6 +9,7 @@ import contextlib
 import json
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
@@ -49,7 +50,7 @@ def show(value: Any) -> None:
     typer.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
 
-def table(rows: list[dict[str, Any]], columns: list[str]) -> None:
+def table(rows: Sequence[Mapping[str, Any]], columns: list[str]) -> None:
     """Tab-separated, with a header: reads in a terminal, cuts with `cut -f`."""
     typer.echo("\t".join(columns))
     for row in rows:
@@ -99,7 +100,7 @@ def envs_list(as_json: bool = JsonOption) -> None:
     if as_json:
         show(environments)
     else:
-        table(list(environments), ["id", "name", "kind", "status", "base_url", "capacity", "shared"])
+        table(environments, ["id", "name", "kind", "status", "base_url", "capacity", "shared"])
 
 
 @envs_app.command("register")
@@ -257,7 +258,7 @@ def runs_list(as_json: bool = JsonOption) -> None:
     if as_json:
         show(runs)
     else:
-        table(list(runs), ["id", "name", "status", "step", "max_steps", "model", "created_at"])
+        table(runs, ["id", "name", "status", "step", "max_steps", "model", "created_at"])
 
 
 @runs_app.command("show")
@@ -392,7 +393,7 @@ def evals_list(as_json: bool = JsonOption) -> None:
     if as_json:
         show(evaluations)
     else:
-        table(list(evaluations), ["id", "status", "environment_name", "episodes", "created_at"])
+        table(evaluations, ["id", "status", "environment_name", "episodes", "created_at"])
 
 
 @evals_app.command("show")
@@ -415,7 +416,7 @@ def recipes_list(as_json: bool = JsonOption) -> None:
     if as_json:
         show(recipes)
     else:
-        table(list(recipes), ["id", "name", "latest_version", "updated_at"])
+        table(recipes, ["id", "name", "latest_version", "updated_at"])
 
 
 @recipes_app.command("show")
