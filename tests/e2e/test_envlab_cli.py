@@ -42,6 +42,8 @@ class Lab:
     launch: subprocess.CompletedProcess[str]
     run_id: int
     owner_id: int
+    environment_id: int
+    echo_url: str
 
 
 def envlab(*args: str, config_dir: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -84,7 +86,7 @@ def lab(web, worker, echo_url, django_db_blocker, tmp_path_factory) -> Iterator[
         launch = envlab("runs", "launch", str(config), "--watch", config_dir=config_dir, timeout=600)
         first = launch.stdout.splitlines()[0] if launch.stdout else ""
         assert first.startswith("run ") and first.endswith(": queued"), (launch.stdout, launch.stderr, worker.log_text()[-4000:])
-        yield Lab(web, config_dir, login, launch, int(first.split()[1]), owner.pk)
+        yield Lab(web, config_dir, login, launch, int(first.split()[1]), owner.pk, env.pk, echo_url)
     finally:
         with django_db_blocker.unblock():
             call_command("flush", verbosity=0, interactive=False)
@@ -170,6 +172,29 @@ def test_the_list_and_show_commands_print_what_the_api_answers(lab):
     assert (cancel.returncode, cancel.stderr) == (
         1, "error: only queued or running runs can be cancelled; this one is succeeded (HTTP 409)\n"
     )
+
+
+def test_register_probe_and_evaluate_from_the_shell(lab, django_db_blocker):
+    from webapp.catalog.models import Environment
+
+    registered = envlab("envs", "register", "my-echo", "--url", lab.echo_url, "--capacity", "8",
+                        config_dir=lab.config_dir)
+    assert registered.returncode == 0, registered.stderr
+    mine = _db_read(django_db_blocker, lambda: Environment.objects.get(owner_id=lab.owner_id, name="my-echo"))
+    assert registered.stdout == f"environment {mine.pk} my-echo (openenv): healthy\n"
+    assert (mine.base_url, mine.capacity) == (lab.echo_url, 8)
+    probed = envlab("envs", "probe", str(mine.pk), config_dir=lab.config_dir)
+    assert (probed.returncode, probed.stdout) == (0, f"environment {mine.pk} my-echo: healthy\n")
+    twice = envlab("envs", "register", "my-echo", "--url", lab.echo_url, config_dir=lab.config_dir)
+    assert twice.returncode == 1
+    assert twice.stderr == "error: name: you already have an environment named 'my-echo' (HTTP 400)\n"
+
+    evaluated = envlab("evals", "run", "--env", str(lab.environment_id), "-m", "solver", "--episodes", "2",
+                       "--wait", "--json", config_dir=lab.config_dir, timeout=300)
+    assert evaluated.returncode == 0, evaluated.stderr
+    evaluation = json.loads(evaluated.stdout)
+    assert (evaluation["status"], evaluation["episodes"]) == ("succeeded", 2)
+    assert len(evaluation["results"]) == 1
 
 
 def test_another_users_login_is_told_the_run_does_not_exist(lab, django_db_blocker, tmp_path):
