@@ -113,3 +113,20 @@ def test_the_login_file_is_its_users_alone_even_when_it_was_wider(tmp_path, monk
     monkeypatch.setenv("ENVLAB_URL", "http://other:1")
     monkeypatch.setenv("ENVLAB_TOKEN", "env-token")
     assert load_login() == ("http://other:1", "env-token")
+
+
+def test_login_with_a_token_checks_it_before_storing_it(lab, tmp_path, monkeypatch):
+    from envlab_client.cli import app
+    from typer.testing import CliRunner
+
+    monkeypatch.setenv("ENVLAB_CONFIG_DIR", str(tmp_path))
+    ROUTES["/api/auth/tokens/"] = (401, {"detail": "Invalid token."})
+    refused = CliRunner().invoke(app, ["login", "--url", lab, "--token", "bad"])
+    assert (refused.exit_code, refused.stderr) == (1, "error: Invalid token. (HTTP 401)\n")
+    assert not (tmp_path / "login.json").exists()
+
+    ROUTES["/api/auth/tokens/"] = (200, [])
+    stored = CliRunner().invoke(app, ["login", "--url", lab + "/", "--token", "good"])
+    assert stored.exit_code == 0, stored.output
+    assert json.loads((tmp_path / "login.json").read_text()) == {"url": lab, "token": "good"}
+    assert SEEN == [("GET", "/api/auth/tokens/", "Token bad"), ("GET", "/api/auth/tokens/", "Token good")]
