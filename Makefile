@@ -16,10 +16,12 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # CPU torch first where there is no CUDA: any looser spec pulls a multi-GB CUDA build.
-$(STAMP): pyproject.toml constraints.txt | $(PY)
+$(STAMP): pyproject.toml constraints.txt client/pyproject.toml | $(PY)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "torch==2.13.0"
 	$(PIP) install -q -c constraints.txt -e ".[dev]"
+	# envlab-client (client/): the suite drives a live lab with its `envlab` command.
+	$(PIP) install -q -c constraints.txt -e "./client[parquet]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -12,12 +12,13 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from webapp.accounts.socket_auth import TokenSocketAuth  # noqa: E402
 from webapp.core.bodylimit import BodySizeLimit  # noqa: E402
 from webapp.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": BodySizeLimit(django_asgi_app, limit=settings.ENVLAB_MAX_REQUEST_BYTES),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(TokenSocketAuth(URLRouter(websocket_urlpatterns)))),
     }
 )

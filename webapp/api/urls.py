@@ -1,9 +1,11 @@
 """The API's URL table: every app owns its endpoints (<app>/apis.py); only the paths meet here."""
 
+from django.contrib.auth.decorators import login_required
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from webapp.accounts import apis as account_apis
+from webapp.api.docs import redoc_bundle_view
 from webapp.catalog import apis as catalog_apis
 from webapp.evaluations.arena import apis as arena_apis
 from webapp.jobs import apis as job_apis
@@ -38,6 +40,7 @@ urlpatterns = [
     path("runs/<int:pk>/cancel/", run_apis.RunCancelApi.as_view(), name="api-run-cancel"),
     path("runs/<int:pk>/resume/", run_apis.RunResumeApi.as_view(), name="api-run-resume"),
     path("runs/<int:pk>/metrics/", run_apis.RunMetricsApi.as_view(), name="api-run-metrics"),
+    path("runs/<int:pk>/metrics/export/", run_apis.RunMetricsExportApi.as_view(), name="api-run-metrics-export"),
     path("runs/<int:pk>/metrics/keys/", run_apis.RunMetricKeysApi.as_view(), name="api-run-metric-keys"),
     path("runs/compare/", arena_apis.RunCompareApi.as_view(), name="api-run-compare"),
     path("runs/<int:pk>/rollouts/", run_apis.RunRolloutsApi.as_view(), name="api-run-rollouts"),
@@ -66,6 +69,20 @@ urlpatterns = [
     path("reward-recipes/preview/", workbench_apis.RecipePreviewApi.as_view(), name="api-reward-recipe-preview"),
     path("jobs/<int:pk>/", job_apis.JobDetailApi.as_view(), name="api-job"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    # The schema they read is for signed-in users: a visitor is sent to the login page first.
+    path(
+        "docs/",
+        login_required(SpectacularSwaggerView.as_view(url_name="api-schema")),
+        name="api-docs",
+    ),
+    path(
+        "redoc/",
+        login_required(
+            SpectacularRedocView.as_view(url_name="api-schema", template_name="api/redoc.html")
+        ),
+        name="api-redoc",
+    ),
+    path("redoc/redoc.standalone.js", redoc_bundle_view, name="api-redoc-bundle"),
 ]
 
 urlpatterns += [path("", include("webapp.evaluations.api_urls"))]

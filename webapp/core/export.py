@@ -1,4 +1,4 @@
-"""Streamed downloads (JSONL, Parquet) shared by the run and evaluation exports: rows are
+"""Streamed downloads (JSONL, CSV, Parquet) shared by the run and evaluation exports: rows are
 written page by page as they come, so a large export never sits in memory whole."""
 
 from __future__ import annotations
@@ -13,7 +13,11 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 FORMATS = ("jsonl", "parquet")
-MEDIA_TYPES = {"jsonl": "application/x-ndjson", "parquet": "application/vnd.apache.parquet"}
+MEDIA_TYPES = {
+    "jsonl": "application/x-ndjson",
+    "csv": "text/csv; charset=utf-8",
+    "parquet": "application/vnd.apache.parquet",
+}
 
 
 class _Chunks:
@@ -69,7 +73,8 @@ def streamed(chunks: Iterator[bytes]) -> Any:
 
 class StreamedExportApi(APIView):
     """A GET whose body is streamed, not rendered: `format` is the view's own parameter
-    (jsonl or parquet), not DRF's renderer switch, and errors are JSON."""
+    (one of the `writers` it is given, the first by default), not DRF's renderer switch, and
+    errors are JSON."""
 
     def perform_content_negotiation(self, request: Request, force: bool = False) -> tuple[Any, str]:
         return JSONRenderer(), JSONRenderer.media_type
@@ -77,9 +82,9 @@ class StreamedExportApi(APIView):
     def export(
         self, request: Request, *, writers: dict[str, Callable[[], Iterator[bytes]]], filename: str
     ) -> StreamingHttpResponse:
-        fmt = request.query_params.get("format", "jsonl")
-        if fmt not in FORMATS:
-            raise ValidationError({"format": [f"use one of {', '.join(FORMATS)}"]})
+        fmt = request.query_params.get("format", next(iter(writers)))
+        if fmt not in writers:
+            raise ValidationError({"format": [f"use one of {', '.join(writers)}"]})
         response = StreamingHttpResponse(streamed(writers[fmt]()), content_type=MEDIA_TYPES[fmt])
         response["Content-Disposition"] = f'attachment; filename="{filename}.{fmt}"'
         return response

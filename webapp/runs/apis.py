@@ -64,6 +64,7 @@ from webapp.runs.table import (
 )
 from webapp.runs.telemetry.export import rollouts_jsonl, rollouts_parquet
 from webapp.runs.telemetry.layout import RunLayoutRejected, run_layout_for, run_layout_save
+from webapp.runs.telemetry.metrics_export import metrics_csv, metrics_parquet
 from webapp.runs.telemetry.search import (
     ROLLOUT_ORDERINGS,
     SEARCH_SCAN_LIMIT,
@@ -242,6 +243,30 @@ class RunMetricsApi(APIView):
         keys = [k for k in request.query_params.getlist("key") if k]
         max_points = int_param(request, "max_points", 500, 1, 100_000)
         return Response({"series": run_metric_series(run=run, keys=keys, max_points=max_points)})
+
+
+class RunMetricsExportApi(StreamedExportApi):
+    """Every point of the run's metrics, raw and streamed: `key` (repeatable; all keys when
+    absent), `format` csv (default) or parquet; columns step, key, value."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("key", str, many=True),
+            OpenApiParameter("format", str, enum=["csv", "parquet"]),
+        ],
+        responses={(200, MEDIA_TYPES["csv"]): str, (200, MEDIA_TYPES["parquet"]): bytes},
+    )
+    def get(self, request: Request, pk: int) -> StreamingHttpResponse:
+        run = _visible_run(request, pk)
+        keys = [k for k in request.query_params.getlist("key") if k]
+        return self.export(
+            request,
+            writers={
+                "csv": lambda: metrics_csv(run=run, keys=keys),
+                "parquet": lambda: metrics_parquet(run=run, keys=keys),
+            },
+            filename=f"run-{run.pk}-metrics",
+        )
 
 
 class RunMetricKeysApi(APIView):

@@ -34,6 +34,8 @@ INSTALLED_APPS = [
     "knox",
     "axes",
     "drf_spectacular",
+    # Swagger UI's and ReDoc's files, served by the lab (/api/docs/, /api/redoc/): no CDN.
+    "drf_spectacular_sidecar",
     "webapp.core",
     "webapp.accounts",
     "webapp.catalog",
@@ -181,6 +183,12 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     # 3.1: JSON Schema 2020-12, the dialect of the pydantic run config published in it.
     "OAS_VERSION": "3.1.0",
+    # /api/docs/ and /api/redoc/ load nothing from another host: the UIs' files come from
+    # drf-spectacular-sidecar (static files), and Swagger UI's online validator is off.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "ENUM_NAME_OVERRIDES": {
         "EnvironmentKindEnum": "webapp.catalog.models.Environment.Kind",
         "EnvironmentStatusEnum": "webapp.catalog.models.Environment.Status",
