@@ -9,6 +9,18 @@ from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings.local")
 
+
+def _lab_trackio_dir() -> None:
+    """TRL imports trackio along with itself, and trackio reads TRACKIO_DIR once, at import: the
+    lab's folder (runs with report_to trackio, worker/training/trackers.py) must be in this
+    process's environment before any task imports TRL. An operator's own TRACKIO_DIR wins."""
+    from django.conf import settings
+
+    os.environ.setdefault("TRACKIO_DIR", str(settings.ENVLAB_TRACKIO_DIR))
+
+
+_lab_trackio_dir()
+
 app = Celery("envlab")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["worker"], related_name="tasks", force=True)

@@ -349,6 +349,8 @@ VLLM_PASSTHROUGH = (
 )
 
 
+TRACKERS = ("trackio", "wandb", "mlflow", "tensorboard")
+Tracker = Literal["trackio", "wandb", "mlflow", "tensorboard"]
 LORA_TARGET_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,63}$")
 
 
@@ -481,6 +483,15 @@ class RunConfig(BaseModel):
         default_factory=GRPOSettings, description="GRPO training; null for a warm-up alone (needs `sft_warmup`)."
     )
     generation: GenerationSettings = Field(default_factory=GenerationSettings)
+    report_to: list[Tracker] = Field(
+        default_factory=list, max_length=len(TRACKERS),
+        description=(
+            "Trackers the run also reports to, as TRL's report_to: 'trackio' (the lab's own trackio folder), "
+            "'wandb' (offline unless the worker's environment sets WANDB_MODE), 'mlflow' (a folder in the run's "
+            "unless MLFLOW_TRACKING_URI is set), 'tensorboard' (a folder in the run's). Credentials come only from "
+            "the worker's environment. envlab captures every metric itself either way."
+        ),
+    )
     peft: PeftSettings | None = Field(
         default=None, description="LoRA: train a PEFT adapter instead of every weight; none (full training) by default."
     )
@@ -588,6 +599,10 @@ class RunConfig(BaseModel):
                     raise _FieldError(f"grpo.{name}", why)
         if self.harness is not None:
             self._harness_rules()
+        if len(set(self.report_to)) != len(self.report_to):
+            raise _FieldError("report_to", "name each tracker once")
+        if self.report_to and self.harness is not None:
+            raise _FieldError("report_to", "a harness run reports only to envlab for now")
         if self.peft is not None:
             if self.harness is not None:
                 raise _FieldError("peft", "a harness run trains every weight: LoRA is not available there yet")

@@ -357,6 +357,8 @@ ENVLAB_ENV_OUTAGE_SECONDS = env_float("ENVLAB_ENV_OUTAGE_SECONDS", 300.0)
 # A running run whose step counter has not moved for this long while its heartbeat is alive
 # gets a `stalled` alert naming what it is doing (worker/training/stall.py); 0 turns it off.
 ENVLAB_STALL_SECONDS = env_float("ENVLAB_STALL_SECONDS", 900.0)
+# The lab's trackio folder: runs with "report_to": ["trackio"] log there (worker/training/trackers.py).
+ENVLAB_TRACKIO_DIR = env_path("ENVLAB_TRACKIO_DIR", VAR_DIR / "trackio")
 # The Hugging Face Hub that "Push rollouts" / "Push episodes" upload to (worker/play/hub_push.py).
 ENVLAB_HF_ENDPOINT = env_str("ENVLAB_HF_ENDPOINT", "https://huggingface.co").rstrip("/")
 # Where the web app is reached from outside: run links in notifications are built on it.

@@ -36,6 +36,7 @@ ENVLAB_ENV_OUTAGE_SECONDS = env_float("ENVLAB_ENV_OUTAGE_SECONDS", 20.0)
 # The tests' own demo model (the fast "test" variant) and checkpoints, apart from `make run`'s.
 RUNS_DIR = env_path("ENVLAB_RUNS_DIR", VAR_DIR / "test-runs")  # noqa: F405
 MODELS_DIR = env_path("ENVLAB_MODELS_DIR", VAR_DIR / "test-models")  # noqa: F405
+ENVLAB_TRACKIO_DIR = env_path("ENVLAB_TRACKIO_DIR", VAR_DIR / "test-trackio")  # noqa: F405
 # Test servers listen on loopback; tests that check refusals override this.
 ENVLAB_ALLOWED_ENV_NETWORKS = ["127.0.0.0/8", "::1/128"]
 # Notifications go to a listener the test starts on loopback; tests of the refusal turn it off.

@@ -19,8 +19,6 @@ LAB_CONSTANTS: dict[str, Any] = {
     "logging_nan_inf_filter": False,
     # Checkpoints every grpo.save_steps: the run's resume and model sources read them.
     "save_strategy": "steps",
-    # envlab captures metrics itself (worker/training/telemetry.py); another tracker needs credentials.
-    "report_to": "none",
     # The worker's log is the run's record, not a progress bar.
     "disable_tqdm": True,
     # Rows are built in the worker's memory, and TRL needs whole prompt groups in order.
@@ -79,10 +77,28 @@ def generation_kwargs(config: RunConfig, *, vllm_server_base_url: str | None = N
     return kwargs
 
 
+TRACKIO_PROJECT = "envlab"
+
+
+def tracker_kwargs(config: RunConfig, *, run_name: str | None) -> dict[str, Any]:
+    """report_to: "none" (envlab captures metrics itself, worker/training/telemetry.py) unless the
+    run names trackers. Trackio stays on this machine: no Space, and no static copy pushed to the
+    Hub at the end (its callback's default)."""
+    if not config.report_to:
+        return {"report_to": "none"}
+    kwargs: dict[str, Any] = {"report_to": list(config.report_to)}
+    if run_name:
+        kwargs["run_name"] = run_name
+    if "trackio" in config.report_to:
+        kwargs.update(project=TRACKIO_PROJECT, trackio_space_id=None, trackio_static_space_id=False)
+    return kwargs
+
+
 def grpo_config_kwargs(
-    config: RunConfig, *, output_dir: str, reward_weights: list[float], vllm_server_base_url: str | None = None
+    config: RunConfig, *, output_dir: str, reward_weights: list[float], vllm_server_base_url: str | None = None,
+    run_name: str | None = None,
 ) -> dict[str, Any]:
-    """Everything GRPOConfig(...) gets for this run."""
+    """Everything GRPOConfig(...) gets for this run. `run_name`: how other trackers name it."""
     if config.grpo is None:
         raise ValueError("the run has no GRPO phase")
     return {
@@ -92,4 +108,5 @@ def grpo_config_kwargs(
         "use_cpu": config.device == "cpu",
         **generation_kwargs(config, vllm_server_base_url=vllm_server_base_url),
         **LAB_CONSTANTS,
+        **tracker_kwargs(config, run_name=run_name),
     }

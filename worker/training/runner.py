@@ -68,6 +68,7 @@ from worker.training.rewards import compile_rewards, scored_episode  # noqa: E40
 from worker.training.stall import StallWatch  # noqa: E402
 from worker.training.system_metrics import SystemSampler  # noqa: E402
 from worker.training.telemetry import TelemetrySink  # noqa: E402
+from worker.training.trackers import prepare_trackers  # noqa: E402
 from worker.training.vllm_guard import guard_vllm_client, trust_vllm_origin  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -464,10 +465,13 @@ def build_trainer(
         if vllm_server_base_url:
             trust_vllm_origin(vllm_server_base_url)
         guard_vllm_client()
+    # Other trackers the run reports to read their settings from the environment (worker/training/trackers.py).
+    prepare_trackers(config, output_dir=output_dir, trackio_dir=Path(settings.ENVLAB_TRACKIO_DIR))
     # The one schema's fields by name, plus the lab's constants (worker/training/grpo_args.py).
     args = GRPOConfig(
         **grpo_config_kwargs(
-            config, output_dir=str(output_dir), reward_weights=weights, vllm_server_base_url=vllm_server_base_url
+            config, output_dir=str(output_dir), reward_weights=weights, vllm_server_base_url=vllm_server_base_url,
+            run_name=f"run-{run.pk}",
         )
     )
     trainer = CapturingGRPOTrainer(

@@ -36,7 +36,7 @@ def test_cpu_config_translates_field_by_field(tmp_path):
     # As before the TRL allowlist: bf16 and activation checkpointing off, nothing else TRL's.
     assert kwargs == {
         "output_dir": str(tmp_path), **GRPO, "reward_weights": [1.0, 0.1], "use_cpu": True, "use_vllm": False,
-        "bf16": False, "activation_checkpointing": False, **LAB_CONSTANTS,
+        "bf16": False, "activation_checkpointing": False, **LAB_CONSTANTS, "report_to": "none",
     }
     args = GRPOConfig(**kwargs)
     assert [getattr(args, name) for name in GRPO] == list(GRPO.values())
@@ -162,3 +162,34 @@ def test_allowlisted_fields_are_checked(grpo, errors):
     with pytest.raises(RunConfigError) as caught:
         parse_run_config({**BASE, "grpo": grpo})
     assert caught.value.errors == errors
+
+
+def test_other_trackers_are_reported_to_by_trls_names_and_trackio_stays_local(tmp_path):
+    config = parse_run_config({**BASE, "report_to": ["trackio", "tensorboard"]})
+    kwargs = grpo_config_kwargs(config, output_dir=str(tmp_path), reward_weights=[1.0], run_name="run-7")
+    assert {k: kwargs[k] for k in ("report_to", "run_name", "project", "trackio_space_id", "trackio_static_space_id")} == {
+        "report_to": ["trackio", "tensorboard"], "run_name": "run-7", "project": "envlab",
+        "trackio_space_id": None, "trackio_static_space_id": False,
+    }
+    args = GRPOConfig(**kwargs)
+    assert (args.report_to, args.run_name, args.project, args.trackio_space_id) == (
+        ["trackio", "tensorboard"], "run-7", "envlab", None
+    )
+
+
+def test_a_trackers_files_go_where_the_operator_did_not_say_otherwise(tmp_path, monkeypatch):
+    from worker.training import trackers
+
+    monkeypatch.setattr(trackers, "_OPERATOR", frozenset({"MLFLOW_TRACKING_URI"}))
+    env = trackers.tracker_environment(
+        ["wandb", "mlflow", "tensorboard", "trackio"], output_dir=tmp_path, trackio_dir=tmp_path / "t"
+    )
+    assert env == {
+        "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path), "WANDB_PROJECT": "envlab",
+        "TENSORBOARD_LOGGING_DIR": str(tmp_path / "tensorboard"), "TRACKIO_DIR": str(tmp_path / "t"),
+    }
+    assert trackers.missing_packages(["trackio"]) == []
+    monkeypatch.setitem(trackers.PACKAGES, "wandb", "no_such_package_here")
+    config = parse_run_config({**BASE, "report_to": ["wandb"]})
+    with pytest.raises(RuntimeError, match="report_to names no_such_package_here, which this worker does not have"):
+        trackers.prepare_trackers(config, output_dir=tmp_path, trackio_dir=tmp_path)
