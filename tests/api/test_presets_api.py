@@ -22,6 +22,7 @@ pytestmark = pytest.mark.django_db
 def test_every_preset_file_is_a_valid_run_config():
     assert [(p.slug, p.name, p.version) for p in presets()] == [
         ("dapo", "DAPO", 1), ("dr-grpo", "Dr. GRPO", 1), ("echo-demo", "Echo demo", 1),
+        ("qwen3-lora-gpu", "Qwen3-0.6B LoRA on GPU", 1),
     ]
     assert all(p.description and p.source and p.environment == "echo" for p in presets())
 
@@ -51,7 +52,7 @@ def test_the_list_fills_in_each_callers_own_environment(api, outsider_api, clien
     response = api.get("/api/presets/")
     assert response.status_code == 200
     rows = response.json()
-    assert [row["slug"] for row in rows] == ["dapo", "dr-grpo", "echo-demo"]
+    assert [row["slug"] for row in rows] == ["dapo", "dr-grpo", "echo-demo", "qwen3-lora-gpu"]
     dr = rows[1]
     assert (dr["name"], dr["version"], dr["environment"]) == ("Dr. GRPO", 1, "echo")
     assert dr["config"]["environments"] == [
@@ -79,7 +80,7 @@ def test_the_new_run_page_starts_from_a_preset(owner_client, echo_env):
     page = owner_client.get(reverse("run-new")).content.decode()
     form = re.search(r'<form method="get"[^>]*id="preset-form">(.*?)</form>', page, re.S)
     assert form is not None
-    assert re.findall(r'<option value="([a-z0-9-]+)"', form.group(1)) == ["dapo", "dr-grpo", "echo-demo"]
+    assert re.findall(r'<option value="([a-z0-9-]+)"', form.group(1)) == ["dapo", "dr-grpo", "echo-demo", "qwen3-lora-gpu"]
     page = owner_client.get(reverse("run-new") + "?preset=dapo").content.decode()
     assert '<details id="json-section" open>' in page
     match = re.search(r'<textarea name="config_json"[^>]*>(.*?)</textarea>', page, re.S)
