@@ -28,7 +28,8 @@ import requests
 
 from tests.e2e.helpers import run_config
 
-pytestmark = [pytest.mark.e2e]
+# One real training run (minutes on shared cores): `make test` runs it on one database.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ENVLAB = Path(sys.executable).parent / "envlab"
 MAX_STEPS = 3

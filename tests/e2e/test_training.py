@@ -170,6 +170,7 @@ def test_a_run_trains_on_from_another_runs_checkpoint(api, echo_url, worker):
     assert (after - demo).abs().min().item() > 0.4
 
 
+@pytest.mark.slow  # a real training run: once, on one database
 def test_trls_own_grpo_settings_reach_the_trainer(api, echo_url, worker):
     """Dr. GRPO and DAPO's settings, an LR schedule and sampling knobs, through a real worker on
     CPU: the run trains and TRL logs what they set."""
