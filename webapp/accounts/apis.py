@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth import authenticate
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from knox import views as knox_views
 from knox.models import AuthToken
@@ -23,6 +24,7 @@ from webapp.accounts.secrets import (
     user_secret_status,
     user_secrets_status,
 )
+from webapp.accounts.tokens import TokenLimitReached, token_limit_error, user_token_create
 
 
 class TokenIn(serializers.Serializer):
@@ -37,7 +39,23 @@ class TokenOut(serializers.Serializer):
 
 class TokenInfoOut(serializers.Serializer):
     token_key = serializers.CharField(help_text="The token's first characters: enough to tell tokens apart.")
+    name = serializers.SerializerMethodField(help_text="The name given when it was made; empty for a sign-in token.")
     created = serializers.DateTimeField()
+    expiry = serializers.DateTimeField(allow_null=True)
+
+    def get_name(self, token: AuthToken) -> str:
+        label = getattr(token, "label", None)
+        return label.name if label is not None else ""
+
+
+class NamedTokenIn(serializers.Serializer):
+    name = serializers.CharField(max_length=200, help_text="What the token is for, e.g. 'laptop'.")
+
+
+class NamedTokenOut(serializers.Serializer):
+    token = serializers.CharField(help_text="The token: shown in this answer only.")
+    token_key = serializers.CharField()
+    name = serializers.CharField()
     expiry = serializers.DateTimeField(allow_null=True)
 
 
@@ -71,22 +89,37 @@ class TokenCreateApi(APIView):
         user = authenticate(request._request, **data.validated_data)
         if user is None or not user.is_active:
             raise ValidationError({"non_field_errors": ["Unable to log in with provided credentials."]})
-        limit = knox_settings.TOKEN_LIMIT_PER_USER
-        if limit is not None and AuthToken.objects.filter(user=user, expiry__gt=timezone.now()).count() >= limit:
-            # Knox checks its limit in its own LoginView only (security review N7).
-            raise PermissionDenied(
-                f"you have {limit} API tokens, the most one account may hold: revoke one on the account "
-                "page (or DELETE /api/auth/tokens/<key>/) first"
-            )
+        refused = token_limit_error(user=user)  # knox checks its limit in its own LoginView only (review N7)
+        if refused:
+            raise PermissionDenied(refused)
         instance, token = AuthToken.objects.create(user=user, expiry=knox_settings.TOKEN_TTL)
         return Response(TokenOut({"token": token, "expiry": instance.expiry}).data)
 
 
 class TokenListApi(APIView):
+    """The caller's tokens (`GET`), and a new named one for scripts (`POST {name}`: the token is
+    in this answer only, as the account page's "Create token" shows it once)."""
+
+    def get_throttles(self) -> list[Any]:
+        # Making a token is throttled as signing in is; listing is not.
+        self.throttle_scope = "login" if self.request.method == "POST" else None
+        return super().get_throttles()
+
     @extend_schema(responses=TokenInfoOut(many=True))
     def get(self, request: Request) -> Response:
-        tokens = AuthToken.objects.filter(user=request.user).order_by("-created")
+        tokens = AuthToken.objects.filter(user=request.user).select_related("label").order_by("-created")
         return Response(TokenInfoOut(tokens, many=True).data)
+
+    @extend_schema(request=NamedTokenIn, responses={201: NamedTokenOut})
+    def post(self, request: Request) -> Response:
+        data = NamedTokenIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            token, expiry, key = user_token_create(user=request.user, name=data.validated_data["name"])
+        except TokenLimitReached as exc:
+            raise PermissionDenied(str(exc)) from None
+        body = {"token": token, "expiry": expiry, "token_key": key, "name": data.validated_data["name"].strip()}
+        return Response(NamedTokenOut(body).data, status=status.HTTP_201_CREATED)
 
 
 class TokenRevokeApi(APIView):

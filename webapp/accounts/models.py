@@ -41,3 +41,14 @@ class RunChartLayout(models.Model):
 
     def __str__(self) -> str:
         return f"run chart layout of user {self.user_id}"
+
+
+class TokenName(models.Model):
+    """The name a user gave an API token made on the account page or with POST /api/auth/tokens/
+    (knox's token has none), to tell "laptop" from "cluster" when revoking."""
+
+    token = models.OneToOneField("knox.AuthToken", on_delete=models.CASCADE, related_name="label")
+    name = models.CharField(max_length=80)
+
+    def __str__(self) -> str:
+        return self.name

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.contrib.auth.views import LoginView, LogoutView
@@ -19,6 +21,7 @@ from webapp.accounts.secrets import (
     user_secret_set,
     user_secrets_status,
 )
+from webapp.accounts.tokens import TokenLimitReached, TokenRefused, user_token_create
 from webapp.core.throttles import throttle_posts
 
 
@@ -36,13 +39,19 @@ class EnvlabLogoutView(LogoutView):
 
 
 class AccountView(LoginRequiredMixin, View):
-    def get(self, request: HttpRequest, error: str = "", status: int = 200) -> HttpResponse:
+    def get(
+        self, request: HttpRequest, error: str = "", status: int = 200, token_error: str = "",
+        new_token: dict[str, Any] | None = None,
+    ) -> HttpResponse:
         context = {
             "nav": "account",
             "secrets": user_secrets_status(user=request.user),
-            "tokens": AuthToken.objects.filter(user=request.user).order_by("-created"),
+            "tokens": AuthToken.objects.filter(user=request.user).select_related("label").order_by("-created"),
             "token_ttl": knox_settings.TOKEN_TTL,
             "error": error,
+            "token_error": token_error,
+            # Shown in this answer only: the database keeps the token's digest.
+            "new_token": new_token,
         }
         return render(request, "accounts/account.html", context, status=status)
 
@@ -59,6 +68,16 @@ class AccountView(LoginRequiredMixin, View):
         elif action == "delete":
             user_secret_delete(user=request.user, name=name)
             messages.success(request, "Key removed.")
+        elif action == "create_token":
+            try:
+                token, expiry, key = user_token_create(user=request.user, name=request.POST.get("token_name", ""))
+            except TokenRefused as exc:
+                return self.get(request, token_error=" ".join(exc.errors["name"]), status=400)
+            except TokenLimitReached as exc:
+                return self.get(request, token_error=str(exc), status=400)
+            response = self.get(request, new_token={"token": token, "expiry": expiry, "token_key": key})
+            response["Cache-Control"] = "no-store"  # the token must not stay in a cache
+            return response
         elif action == "revoke":
             deleted, _ = AuthToken.objects.filter(
                 user=request.user, token_key=request.POST.get("token_key", "")[:25]

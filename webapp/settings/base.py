@@ -196,6 +196,8 @@ SPECTACULAR_SETTINGS = {
         "EvaluationStatusEnum": "webapp.evaluations.models.Evaluation.Status",
     },
 }
+# knox's token model, named (it is swappable): accounts.TokenName refers to it.
+KNOX_TOKEN_MODEL = "knox.AuthToken"
 REST_KNOX = {
     "TOKEN_TTL": timedelta(hours=env_float("ENVLAB_TOKEN_TTL_HOURS", 24 * 30)),
     "AUTH_HEADER_PREFIX": "Token",
