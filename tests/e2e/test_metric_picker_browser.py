@@ -215,7 +215,7 @@ def test_picker_learns_live_keys_shows_them_as_text_and_removes_charts(browser, 
             return [clock.at(5), clock.at(-1), clock.at(20), clock.at(10)];
         }"""
     ) == [150, 100, 200, 200]
-    assert page.evaluate("EnvlabCharts.ema([2, 2, 2], 0.6)") == pytest.approx([2, 2, 2])
+    assert page.evaluate("EnvlabCharts.ema([1, 2, 5], [2, 2, 2], 0.6, 100)") == pytest.approx([2, 2, 2])
 
     page.click(".chart-metric .chart-remove")
     _wait_saved(page)
