@@ -2,11 +2,11 @@
  * The run comparison page: one chart per metric, each the server's figure JSON (trace names
  * are plain text; grouped, each group is a band and its mean line). Smoothing and log scale
  * are the run page's (static/js/run_charts.js): the same step-weighted smoothing, kept in the
- * URL (`smoothing=`, `log=1`) so a reload or a shared link shows the same. While one of the
+ * URL (`smoothing=`, `log=1`, `x=wall_time`: ungrouped only) so a reload or a shared link shows the same. While one of the
  * runs trains, the page re-reads the same comparison from the API.
  *
  * Test hooks: each .compare-chart[data-drawn] (traces from the server), [data-smoothing],
- * [data-bands] (bands drawn) and [data-log].
+ * [data-bands] (bands drawn), [data-log] and [data-x].
  */
 (function () {
   "use strict";
@@ -19,8 +19,13 @@
   var settings = {
     smoothing: Math.min(maxSmoothing, Math.max(0, Number(params.get("smoothing")) || 0)),
     log_y: params.get("log") === "1",
-    x: "step",
+    x: params.get("x") === "wall_time" && !page.grouped ? "wall_time" : "step",
   };
+  var clocks = {}; // run id -> its step -> wall time (run_charts.js)
+  Object.keys(page.wall_time || {}).forEach(function (id) {
+    clocks[id] = new C.WallClock();
+    clocks[id].replace(page.wall_time[id]);
+  });
   var charts = Array.prototype.slice.call(document.querySelectorAll(".compare-chart")).map(function (div) {
     var spec = document.getElementById(div.dataset.figure);
     return { div: div, figure: spec ? JSON.parse(spec.textContent) : { data: [], layout: {} }, plotted: false };
@@ -32,11 +37,23 @@
     else query.delete("smoothing");
     if (settings.log_y) query.set("log", "1");
     else query.delete("log");
+    if (settings.x === "wall_time") query.set("x", "wall_time");
+    else query.delete("x");
     var search = query.toString();
     window.history.replaceState(null, "", window.location.pathname + (search ? "?" + search : ""));
     // The form (another metric, grouping or band) carries the smoothing along.
     var field = document.getElementById("compare-smoothing-field");
     if (field) field.value = settings.smoothing > 0 ? settings.smoothing.toFixed(2) : "";
+  }
+
+  function xOf(trace) {
+    // Steps, or (a run's trace, x = wall time) the times its steps ended, in ms for Plotly.
+    var clock = settings.x === "wall_time" && trace.meta ? clocks[String(trace.meta.run)] : null;
+    if (!clock) return trace.x.slice();
+    return trace.x.map(function (step) {
+      var seconds = clock.at(step);
+      return seconds === null ? null : seconds * 1000;
+    });
   }
 
   function traces(figure) {
@@ -45,6 +62,7 @@
     figure.data.forEach(function (trace, index) {
       var copy = JSON.parse(JSON.stringify(trace));
       var role = trace.meta && trace.meta.role;
+      copy.x = xOf(trace);
       if (!(weight > 0)) {
         data.push(copy);
         return;
@@ -66,7 +84,7 @@
         type: "scatter",
         mode: "lines",
         name: trace.name + " (smoothed)",
-        x: trace.x.slice(),
+        x: copy.x.slice(),
         y: smoothed,
         line: { width: 2, color: color },
       });
@@ -80,7 +98,8 @@
     var layout = JSON.parse(JSON.stringify(figure.layout || {}));
     layout.yaxis = Object.assign({}, layout.yaxis || {}, { type: settings.log_y ? "log" : "linear" });
     if (layout.yaxis.title && layout.yaxis.title.text) layout.yaxis.title = { text: C.plotlyText(layout.yaxis.title.text) };
-    layout.uirevision = chart.div.id + "|" + settings.log_y;
+    if (settings.x === "wall_time") layout.xaxis = { title: { text: "wall time (UTC)" }, type: "date" };
+    layout.uirevision = chart.div.id + "|" + settings.log_y + "|" + settings.x;
     var data = traces(figure);
     var config = { displaylogo: false, responsive: true };
     if (chart.plotted) P.react(chart.div, data, layout, config);
@@ -94,6 +113,7 @@
     );
     chart.div.dataset.smoothing = settings.smoothing.toFixed(2);
     chart.div.dataset.log = String(settings.log_y);
+    chart.div.dataset.x = settings.x;
   }
 
   function drawAll() {
@@ -140,7 +160,7 @@
         C.renderControls(settings, {
           maxSmoothing: maxSmoothing,
           removable: false,
-          stepOnly: true,
+          stepOnly: !!page.grouped,
           onChange: function (patch) {
             Object.keys(patch).forEach(function (k) {
               settings[k] = patch[k];

@@ -138,3 +138,39 @@ def test_the_smoothing_is_weighted_by_step_distance(browser):
     # Weight 0 is the raw series.
     assert page.evaluate("EnvlabCharts.ema([1, 5, 9], [3, 1, 2], 0, 10)") == [3, 1, 2]
     page.close()
+
+
+def test_ungrouped_runs_plot_against_wall_time_and_keep_it_in_the_url(browser, owner, web):
+    from webapp.runs.telemetry.metric_keys import WALL_TIME_KEY
+
+    first = _run(owner, "a", 1e-5)
+    second = _run(owner, "b", 3e-5)
+    for run, start in ((first, 1_700_000_000.0), (second, 1_700_000_100.0)):
+        MetricPoint.objects.bulk_create(
+            [MetricPoint(run=run, step=s, key=WALL_TIME_KEY, value=start + 10 * s, seq=100 + s) for s in (1, 2, 3)]
+        )
+    page = browser.new_page()
+    page.goto(f"{web}/login/?next=/")
+    page.fill("input[name=username]", "owner")
+    page.fill("input[name=password]", "owner-pw")
+    page.click("button[type=submit], input[type=submit]")
+    page.wait_for_selector("#run-table")
+    page.goto(f"{web}/runs/compare/?run={first.pk}&run={second.pk}&key=reward")
+    page.wait_for_selector('#compare-chart[data-drawn="2"][data-x="step"]', timeout=15_000)
+
+    page.select_option("#compare-controls .chart-x", "wall_time")
+    page.wait_for_selector('#compare-chart[data-x="wall_time"]', timeout=5_000)
+    page.wait_for_url("**x=wall_time**")
+    page.reload()
+    page.wait_for_selector('#compare-chart[data-drawn="2"][data-x="wall_time"]', timeout=15_000)
+    xs = page.evaluate("() => document.getElementById('compare-chart').data.map(t => Array.from(t.x))")
+    assert xs == [
+        [(1_700_000_000.0 + 10 * s) * 1000 for s in (1, 2, 3)],
+        [(1_700_000_100.0 + 10 * s) * 1000 for s in (1, 2, 3)],
+    ]
+    assert page.evaluate("() => document.getElementById('compare-chart').layout.xaxis.type") == "date"
+    # Grouped, a mean has no one wall time: the x choice is not offered.
+    page.goto(f"{web}/runs/compare/?run={first.pk}&run={second.pk}&key=reward&group_by=config.grpo.learning_rate&x=wall_time")
+    page.wait_for_selector('#compare-chart[data-bands="2"][data-x="step"]', timeout=15_000)
+    assert page.locator("#compare-controls .chart-x").count() == 0
+    page.close()

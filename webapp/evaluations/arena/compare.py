@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 
 from webapp.runs.models import Run
 from webapp.runs.telemetry.groups import BANDS, GroupByError, group_by_parse, runs_grouped
+from webapp.runs.telemetry.metric_keys import WALL_TIME_KEY
 from webapp.runs.telemetry.series import run_metric_keys, run_metric_series
 
 MIN_RUNS, MAX_RUNS = 2, 6
@@ -131,6 +132,16 @@ def compare_series(runs: list[Run], *, key: str) -> dict[int, list[list[float]]]
     }
 
 
+def compare_wall_times(runs: list[Run]) -> dict[str, list[list[float]]]:
+    """Each run's `[step, seconds since the epoch]` (the worker's wall-time metric)."""
+    return {
+        str(run.pk): run_metric_series(run=run, keys=[WALL_TIME_KEY], max_points=COMPARE_POINTS).get(
+            WALL_TIME_KEY, []
+        )
+        for run in runs
+    }
+
+
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(value, dict):
         out: dict[str, Any] = {}
@@ -165,6 +176,7 @@ def compare_figure(runs: list[Run], series: dict[int, list[list[float]]], *, key
             "type": "scatter",
             "mode": "lines+markers" if len(series[run.pk]) < 30 else "lines",
             "name": plain_label(f"#{run.pk} {run.name}"),
+            "meta": {"run": run.pk},
             "x": [point[0] for point in series[run.pk]],
             "y": [point[1] for point in series[run.pk]],
         }

@@ -15,6 +15,7 @@ from webapp.evaluations.arena.compare import (
     CompareError,
     compare_figure,
     compare_series,
+    compare_wall_times,
     comparison_parse,
     config_diff,
 )
@@ -75,6 +76,10 @@ def run_compare(request: HttpRequest) -> HttpResponse:
             "api": reverse("api-run-compare") + "?" + request.GET.urlencode(),
             "active_statuses": [str(status) for status in Run.ACTIVE],
             "active": any(run.status in Run.ACTIVE for run in runs),
+            # Each run's step -> wall time, for the x-axis choice; a group's mean has no one
+            # wall time, so grouped charts are by step.
+            "grouped": bool(comparison.group_by),
+            "wall_time": {} if comparison.group_by else compare_wall_times(runs),
         },
     })
     return render(request, "runs/compare.html", context, status=200 if context["error"] is None else 400)
