@@ -12,7 +12,8 @@
   "use strict";
 
   var C = window.EnvlabCharts;
-  var POLL_MS = 10000;
+  // Tests shorten the wait (window.ENVLAB_COMPARE_POLL_MS, set before the page loads).
+  var POLL_MS = Number(window.ENVLAB_COMPARE_POLL_MS) || 10000;
   var page = JSON.parse((document.getElementById("compare-page") || { textContent: "{}" }).textContent);
   var params = new URLSearchParams(window.location.search);
   var maxSmoothing = Number(page.max_smoothing) || 0.99;

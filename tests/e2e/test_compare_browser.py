@@ -174,3 +174,26 @@ def test_ungrouped_runs_plot_against_wall_time_and_keep_it_in_the_url(browser, o
     page.wait_for_selector('#compare-chart[data-bands="2"][data-x="step"]', timeout=15_000)
     assert page.locator("#compare-controls .chart-x").count() == 0
     page.close()
+
+
+def test_a_grouped_chart_follows_a_run_that_trains(browser, owner, web):
+    runs = [_seed(owner, f"s{seed}", 1e-5, seed, "") for seed in (0, 1)]
+    Run.objects.filter(pk=runs[1].pk).update(status="running")
+    page = browser.new_page()
+    page.add_init_script("window.ENVLAB_COMPARE_POLL_MS = 300")
+    page.goto(f"{web}/login/?next=/")
+    page.fill("input[name=username]", "owner")
+    page.fill("input[name=password]", "owner-pw")
+    page.click("button[type=submit], input[type=submit]")
+    page.wait_for_selector("#run-table")
+    page.goto(f"{web}/runs/compare/?run={runs[0].pk}&run={runs[1].pk}&key=reward&group_by=group")
+    page.wait_for_selector('#compare-chart[data-bands="1"]', timeout=15_000)
+
+    MetricPoint.objects.create(run=runs[1], step=4, key="reward", value=9.0, seq=4)
+    page.wait_for_function(
+        "() => Array.from(document.getElementById('compare-chart').data[2].x).length === 4", timeout=10_000
+    )
+    mean = page.evaluate("() => [Array.from(document.getElementById('compare-chart').data[2].x), document.getElementById('compare-chart').data[2].y]")
+    # Step 4 is the running run's alone.
+    assert mean == [[1, 2, 3, 4], pytest.approx([1.5, 2.5, 3.5, 9.0])]
+    page.close()
