@@ -27,26 +27,42 @@
     return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   }
 
-  // --- smoothing: TensorBoard's debiased exponential moving average -------------------
-  // weight 0 is the raw series; an unfinished (NaN, inf) value is passed through and does
-  // not move the average. Kept as a state so live points extend it one at a time.
+  // --- smoothing: an exponential moving average weighted by step distance --------------
+  // The average starts at the first value; a point d steps after the previous one decays it by
+  // weight^(d * SPAN_UNITS / span), `span` being the chart's step range (the run's max_steps):
+  // so a slider value smooths over the same share of a run whether it is 100 or 100k steps
+  // long, and whether it logged every step or every tenth. SPAN_UNITS makes a value mean what
+  // TensorBoard's per-point EMA means on a 100-point chart. Weight 0 is the raw series; an
+  // unfinished (NaN, inf) value is passed through and does not move the average. Kept as a
+  // state so live points extend it one at a time.
+  var SPAN_UNITS = 100;
 
-  function emaStart() {
-    return { last: 0, count: 0 };
+  function emaStart(span) {
+    return { last: 0, value: 0, step: null, span: span > 0 ? span : SPAN_UNITS };
   }
 
-  function emaStep(state, value, weight) {
+  function emaStep(state, value, weight, step) {
     if (typeof value !== "number" || !isFinite(value)) return value;
-    state.last = state.last * weight + (1 - weight) * value;
-    state.count += 1;
-    var debias = weight === 1 ? 1 : 1 - Math.pow(weight, state.count);
-    return state.last / debias;
+    if (state.step === null) {
+      state.last = value;
+    } else {
+      var distance = typeof step === "number" ? Math.max(0, step - state.step) : 1;
+      var decay = Math.pow(weight, (distance * SPAN_UNITS) / state.span);
+      // The exact average of the series drawn as straight lines between its points: a run that
+      // logged every tenth step then smooths to the same curve as one that logged every step.
+      var ramp = decay <= 0 ? 1 : decay >= 1 ? 0 : 1 - (1 - decay) / -Math.log(decay);
+      state.last = decay * state.last + (1 - decay) * state.value + ramp * (value - state.value);
+    }
+    state.value = value;
+    state.step = typeof step === "number" ? step : (state.step || 0) + 1;
+    return state.last;
   }
 
-  function ema(values, weight) {
-    var state = emaStart();
-    return values.map(function (v) {
-      return emaStep(state, v, weight);
+  function ema(steps, values, weight, span) {
+    // One series smoothed: values[i] logged at steps[i] (ascending).
+    var state = emaStart(span);
+    return values.map(function (v, i) {
+      return emaStep(state, v, weight, steps[i]);
     });
   }
 
@@ -178,7 +194,7 @@
   // --- per-chart controls --------------------------------------------------------------
 
   function renderControls(settings, options) {
-    // options: {maxSmoothing, removable, onChange(patch), onRemove()}
+    // options: {maxSmoothing, removable, stepOnly (no x-axis choice), onChange(patch), onRemove()}
     var bar = document.createElement("div");
     bar.className = "chart-controls";
 
@@ -217,26 +233,28 @@
     logLabel.appendChild(document.createTextNode(" log scale"));
     bar.appendChild(logLabel);
 
-    var xLabel = document.createElement("label");
-    xLabel.className = "chart-control";
-    xLabel.appendChild(document.createTextNode("x "));
-    var x = document.createElement("select");
-    x.className = "chart-x";
-    [
-      ["step", "step"],
-      ["wall_time", "wall time"],
-    ].forEach(function (pair) {
-      var option = document.createElement("option");
-      option.value = pair[0];
-      option.textContent = pair[1];
-      x.appendChild(option);
-    });
-    x.value = settings.x;
-    x.addEventListener("change", function () {
-      options.onChange({ x: x.value });
-    });
-    xLabel.appendChild(x);
-    bar.appendChild(xLabel);
+    if (!options.stepOnly) {
+      var xLabel = document.createElement("label");
+      xLabel.className = "chart-control";
+      xLabel.appendChild(document.createTextNode("x "));
+      var x = document.createElement("select");
+      x.className = "chart-x";
+      [
+        ["step", "step"],
+        ["wall_time", "wall time"],
+      ].forEach(function (pair) {
+        var option = document.createElement("option");
+        option.value = pair[0];
+        option.textContent = pair[1];
+        x.appendChild(option);
+      });
+      x.value = settings.x;
+      x.addEventListener("change", function () {
+        options.onChange({ x: x.value });
+      });
+      xLabel.appendChild(x);
+      bar.appendChild(xLabel);
+    }
 
     if (options.removable) {
       var remove = document.createElement("button");

@@ -295,6 +295,11 @@
     });
   }
 
+  function smoothingSpan() {
+    // Smoothing's step scale (run_charts.js): the run's planned length, fixed while it trains.
+    return state.run.maxSteps;
+  }
+
   function chartData(chart) {
     var settings = layoutStore.settingsFor(chart.ref);
     var weight = settings.smoothing;
@@ -305,9 +310,9 @@
       var ys = known.steps.map(function (step) {
         return known.values.get(step);
       });
-      var state = C.emaStart();
-      var smoothed = ys.map(function (y) {
-        return C.emaStep(state, y, weight);
+      var state = C.emaStart(smoothingSpan());
+      var smoothed = ys.map(function (y, j) {
+        return C.emaStep(state, y, weight, known.steps[j]);
       });
       chart.ema[key] = state;
       var color = C.PALETTE[i % C.PALETTE.length];
@@ -626,14 +631,14 @@
           known.values.set(p.step, p.value);
         });
         if (newKey) return;
-        var state = chart.ema[key] || (chart.ema[key] = C.emaStart());
+        var state = chart.ema[key] || (chart.ema[key] = C.emaStart(smoothingSpan()));
         var xs = xOf(chart, steps);
         var i = chart.keys.indexOf(key);
         update.x.push(xs, xs.slice());
         update.y.push(
           values,
-          values.map(function (v) {
-            return C.emaStep(state, v, weight);
+          values.map(function (v, j) {
+            return C.emaStep(state, v, weight, steps[j]);
           })
         );
         indices.push(2 * i, 2 * i + 1);

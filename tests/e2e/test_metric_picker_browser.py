@@ -5,6 +5,7 @@ flows through the real sink, database, Redis and ASGI server."""
 
 from __future__ import annotations
 
+import math
 import threading
 
 import pytest
@@ -49,12 +50,15 @@ def _push_in_thread(run_id: int, steps: range, extra: dict[str, float] | None = 
     thread.join()
 
 
-def _ema(values: list[float], weight: float) -> list[float]:
-    """TensorBoard's debiased exponential moving average."""
-    last, out = 0.0, []
-    for count, value in enumerate(values, start=1):
-        last = last * weight + (1 - weight) * value
-        out.append(last / (1 - weight**count))
+def _ema(values: list[float], weight: float, *, span: int = 20) -> list[float]:
+    """static/js/run_charts.js's smoothing of values logged at steps 1, 2, ...: an exponential
+    moving average weighted by step distance (weight^(distance * 100 / span) per gap), of the
+    series drawn as straight lines between its points, starting at the first value."""
+    out = [values[0]]
+    for previous, value in zip(values, values[1:], strict=False):
+        decay = weight ** (100 / span)
+        ramp = 1 - (1 - decay) / -math.log(decay)
+        out.append(decay * out[-1] + (1 - decay) * previous + ramp * (value - previous))
     return out
 
 
@@ -215,7 +219,7 @@ def test_picker_learns_live_keys_shows_them_as_text_and_removes_charts(browser, 
             return [clock.at(5), clock.at(-1), clock.at(20), clock.at(10)];
         }"""
     ) == [150, 100, 200, 200]
-    assert page.evaluate("EnvlabCharts.ema([2, 2, 2], 0.6)") == pytest.approx([2, 2, 2])
+    assert page.evaluate("EnvlabCharts.ema([1, 2, 5], [2, 2, 2], 0.6, 100)") == pytest.approx([2, 2, 2])
 
     page.click(".chart-metric .chart-remove")
     _wait_saved(page)

@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -32,6 +32,7 @@ from webapp.runs.forms import (
     RunJsonForm,
     errors_to_form,
 )
+from webapp.runs.labels import NAME_MAX_LENGTH
 from webapp.runs.models import Rollout, Run
 from webapp.runs.presets import preset_config_for, preset_get, presets
 from webapp.runs.selectors import (
@@ -210,12 +211,20 @@ def run_new(request: HttpRequest) -> HttpResponse:
     echo = _demo_environment(request)
     if echo is not None:  # the entry the demo trains on, never another user's entry named echo
         form.fields["environment"].initial = echo.pk
-    # "Start from a preset" links here with ?preset=<slug>: its config fills the JSON form.
+    # "Start from a preset" links here with ?preset=<slug>: its config fills the JSON form;
+    # "Launch again" on a run's page with ?from=<id>: its config, under a fresh name, in the JSON
+    # form (opened). A run the user may not see is a 404, as everywhere.
     preset = preset_get(slug=request.GET.get("preset", "")[:64]) if posted is None else None
-    start = preset_config_for(preset=preset, user=request.user) if preset else demo_config(echo.pk if echo else 1)
-    json_form = RunJsonForm(posted if mode == "json" else None, initial={"config_json": json.dumps(start, indent=2)})
-    if preset is not None:
+    source = _launch_again_source(request) if posted is None and preset is None else None
+    if source is not None:
+        start = launch_again_config(source)
+    elif preset is not None:
+        start = preset_config_for(preset=preset, user=request.user)
+    else:
+        start = demo_config(echo.pk if echo else 1)
+    if preset is not None or source is not None:
         mode = "json"
+    json_form = RunJsonForm(posted if mode == "json" else None, initial={"config_json": json.dumps(start, indent=2)})
     top_errors: list[str] = []
     json_errors: list[str] = []
     if posted is not None:
@@ -253,8 +262,31 @@ def run_new(request: HttpRequest) -> HttpResponse:
             "preset": preset,
             "environments_exist": environments_visible_to(user=request.user).exists(),
             "nav": "new-run",
+            "launch_again": source,
         },
     )
+
+
+AGAIN_SUFFIX = " (again)"
+
+
+def _launch_again_source(request: HttpRequest) -> Run | None:
+    raw = request.GET.get("from", "")
+    if not raw:
+        return None
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 12):
+        raise Http404("no such run")
+    return get_object_or_404(runs_visible_to(user=request.user), pk=int(raw))
+
+
+def launch_again_config(run: Run) -> dict[str, Any]:
+    """The run's config as it was launched, named afresh ("<name> (again)", cut to fit RunConfig)."""
+    config = dict(run.config) if isinstance(run.config, dict) else {}
+    base = str(config.get("name") or run.name)
+    if base.endswith(AGAIN_SUFFIX):
+        base = base[: -len(AGAIN_SUFFIX)]
+    config["name"] = base[: NAME_MAX_LENGTH - len(AGAIN_SUFFIX)] + AGAIN_SUFFIX
+    return config
 
 
 # --- the run page -------------------------------------------------------------------------
