@@ -1,7 +1,7 @@
 """GPU memory of one training step with and without bf16 + LoRA + gradient checkpointing (issue 20's device
 check), on the shape of Qwen3-0.6B (random weights: the hub cannot be reached from the device) with a
 GRPO-sized batch (8 completions x 1024 tokens). Not a run through the lab: TRL and the lab's stack are not
-installed on the device machine; the same knobs the run config passes (worker/models.py lora_config's
+installed on the device machine; the same knobs the run config passes (worker/model_loading.py lora_config's
 settings, bf16, gradient checkpointing) on the same model class, measured as the lab's perf/gpu_memory_gib
 is (torch.cuda.max_memory_allocated over the steps).
 

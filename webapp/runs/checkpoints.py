@@ -40,7 +40,7 @@ CHECKPOINT_DIR_RE = re.compile(r"^checkpoint-([0-9]{1,9})$")
 CHECKPOINT_MARKER = "envlab-complete.json"
 STAGING_PREFIX = ".saving-"
 WARMUP_MODEL_DIR = Path("warmup") / "model"
-ADAPTER_CONFIG = "adapter_config.json"  # what peft writes beside a LoRA adapter (worker/models.py)
+ADAPTER_CONFIG = "adapter_config.json"  # what peft writes beside a LoRA adapter (worker/model_loading.py)
 Phase = Literal["warmup", "grpo"]
 
 

@@ -114,7 +114,7 @@ def _load_model(entry: dict[str, Any], owner: Any) -> tuple[Any, Any]:
     from transformers import AutoTokenizer
 
     from webapp.accounts.secrets import user_secret_value
-    from worker.models import load_causal_lm
+    from worker.model_loading import load_causal_lm
 
     spec = entry["spec"]
     model = CheckpointRef.model_validate(spec) if isinstance(spec, dict) else spec

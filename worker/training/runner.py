@@ -45,7 +45,7 @@ from webapp.runs.services import (  # noqa: E402
 from webapp.runs.telemetry.record import LeaseLost, telemetry_record  # noqa: E402
 from webapp.settings.env import env_int  # noqa: E402
 from worker.datasets import episode_rows  # noqa: E402
-from worker.models import load_causal_lm, lora_config  # noqa: E402
+from worker.model_loading import load_causal_lm, lora_config  # noqa: E402
 from worker.training.checkpoint_save import AtomicCheckpoints, remove_leftovers  # noqa: E402
 from worker.training.distributed import RankGroup, peer_lost  # noqa: E402
 from worker.training.group_starts import GroupStartMeter, group_starts  # noqa: E402

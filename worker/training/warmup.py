@@ -278,7 +278,7 @@ def sft_train(
     from transformers import AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
-    from worker.models import load_causal_lm
+    from worker.model_loading import load_causal_lm
 
     tokenizer = AutoTokenizer.from_pretrained(model_source, token=hub_token)
     model = load_causal_lm(model_source, dtype=torch.float32 if device == "cpu" else "auto", token=hub_token)

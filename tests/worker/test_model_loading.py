@@ -1,5 +1,5 @@
 """LoRA settings (webapp/runs/config.py PeftSettings) and the loader every worker path shares
-(worker/models.py): a LoRA checkpoint loads as its base model with the adapter merged in."""
+(worker/model_loading.py): a LoRA checkpoint loads as its base model with the adapter merged in."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from webapp.runs.config import RunConfigError, parse_run_config
-from worker.models import is_adapter, load_causal_lm, lora_config
+from worker.model_loading import is_adapter, load_causal_lm, lora_config
 
 BASE = {"name": "r", "model": "demo:echo", "environments": [{"environment": 1, "prompt": "Echo 'x'."}]}
 
