@@ -28,7 +28,9 @@ from webapp.sweeps.services import sweep_cancel_rest
 def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
     sweep = get_object_or_404(sweeps_visible_to(user=request.user), pk=pk)
     metric = (request.GET.get("metric") or "").strip()[:METRIC_KEY_MAX_LENGTH].replace("\x00", "") or DEFAULT_METRIC
-    stat = request.GET.get("stat") if request.GET.get("stat") in SUMMARY_STATS else "last"
+    stat = request.GET.get("stat") or "last"
+    if stat not in SUMMARY_STATS:
+        stat = "last"
     table = sweep_table(sweep=sweep, metric=metric)
     rows = [
         {**row, "values": [row["params"].get(path) for path in table["paths"]],
