@@ -123,7 +123,7 @@ _MISSING = object()
 
 def differing_paths(configs: list[Any]) -> list[str]:
     """The paths whose value is not the same in every config (absent counts as a value), in
-    the order they first appear; the run's name is not a parameter."""
+    the order they first appear in the configs' keys; the run's name is not a parameter."""
     flat = [config_paths(config) for config in configs]
     order: dict[str, None] = {}
     for paths in flat:

@@ -27,6 +27,8 @@ class Sweep(models.Model):
     # The run config as given, and {dotted path: [values]} (webapp/sweeps/grid.py).
     base = models.JSONField()
     grid = models.JSONField()
+    # The grid's paths in the order given: PostgreSQL's jsonb keeps no key order.
+    paths = models.JSONField(default=list)
     method = models.CharField(max_length=8, choices=Method.choices, default=Method.GRID)
     # Random sweeps: how many members were drawn, and the seed they were drawn with.
     count = models.PositiveIntegerField(null=True, blank=True)

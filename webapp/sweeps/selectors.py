@@ -51,8 +51,11 @@ def sweep_table(*, sweep: Sweep, metric: str = DEFAULT_METRIC) -> dict[str, Any]
         SweepMember.objects.filter(sweep=sweep).order_by("index")
         .values_list("index", "run_id", "run__name", "run__status", "run__step", "run__max_steps", "run__config")
     )
-    configs = [row[6] for row in members]
-    paths = differing_paths(configs)
+    differing = set(differing_paths([row[6] for row in members]))
+    # The swept paths in the grid's order, then any other that differs (one a swept field
+    # changed, a checkpoint pinned at launch), by name: stored configs keep no key order.
+    paths = [path for path in sweep.paths if path in differing]
+    paths += sorted(differing.difference(paths))
     summaries = runs_metric_summaries(run_ids=[row[1] for row in members], keys=[metric])
     rows = []
     for index, run_id, name, status, step, max_steps, config in members:

@@ -170,7 +170,7 @@ def sweep_create(*, owner: AbstractBaseUser, data: Any) -> Sweep:
                 f"{MAX_PENDING_PER_OWNER}: wait for them, or cancel the rest of a sweep"
             ]})
         sweep = Sweep.objects.create(
-            owner=owner, name=spec.name, base=spec.base, grid=spec.grid, method=spec.method,
+            owner=owner, name=spec.name, base=spec.base, grid=spec.grid, paths=list(spec.grid), method=spec.method,
             count=spec.count, seed=spec.seed,
         )
         if not spec.name:
