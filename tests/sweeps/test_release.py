@@ -88,3 +88,22 @@ def test_a_sweep_is_done_when_its_last_member_ends(sweep):
     assert sweep_release(owner_id=sweep.owner_id) == []
     sweep.refresh_from_db()
     assert (sweep.status, sweep.finished_at is not None) == (Sweep.Status.DONE, True)
+
+
+def test_a_release_that_fails_on_a_runs_end_fails_not_the_end_and_beat_catches_up(
+    sweep, broker, monkeypatch, django_capture_on_commit_callbacks
+):
+    from django.db import OperationalError
+
+    def database_away(**kwargs):
+        raise OperationalError("the database went away")
+
+    monkeypatch.setattr("webapp.sweeps.receivers.sweep_release", database_away)
+    first = Run.objects.get(sweep_member__sweep=sweep, sweep_member__index=0)
+    run_claim(run_id=first.pk, lease_owner="lease", worker_name="w")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert run_finish(run_id=first.pk, lease_owner="lease", status="succeeded", step=2) is True
+    assert _statuses(sweep) == ["succeeded", "queued", "pending", "pending", "pending", "pending"]
+    # Beat's round.
+    assert sweeps_release_all() == [Run.objects.get(sweep_member__sweep=sweep, sweep_member__index=2).pk]
+    assert _statuses(sweep) == ["succeeded", "queued", "queued", "pending", "pending", "pending"]

@@ -522,7 +522,8 @@ def _ended(run_id: int) -> None:
             if isinstance(result, Exception):
                 log.warning("run %s ended; %r failed: %r", run_id, receiver, result)
 
-    transaction.on_commit(send)
+    # Robust: the end is committed; a database gone away meanwhile must not fail the caller.
+    transaction.on_commit(send, robust=True)
 
 
 def run_queue(run: Run) -> str:
