@@ -14,6 +14,7 @@ urlpatterns = [
     path("", include("webapp.catalog.urls")),
     path("", include("webapp.catalog.console_urls")),
     path("", include("webapp.runs.urls")),
+    path("", include("webapp.sweeps.urls")),
     path("", include("webapp.evaluations.urls")),
     path("", include("webapp.evaluations.arena.urls")),
     path("", include("webapp.jobs.urls")),

@@ -150,6 +150,15 @@ def requeue_unclaimed_runs() -> int:
     return run_requeue_unclaimed()
 
 
+@shared_task(name="worker.tasks.release_sweeps", ignore_result=True)
+def release_sweeps() -> int:
+    """Queue pending sweep members into free quota slots (beat; a run's end does it at once)."""
+    _setup_django()
+    from webapp.sweeps.services import sweeps_release_all
+
+    return len(sweeps_release_all())
+
+
 @shared_task(name="worker.tasks.recheck_environments", ignore_result=True)
 def recheck_environments() -> int:
     """Re-probe the catalog's environments (beat, on the light `default` queue)."""

@@ -12,6 +12,7 @@ from webapp.jobs import apis as job_apis
 from webapp.rewards import apis as reward_apis
 from webapp.runs import apis as run_apis
 from webapp.runs.telemetry import prompt_apis
+from webapp.sweeps import apis as sweep_apis
 from webapp.workbench import apis as workbench_apis
 
 urlpatterns = [
@@ -56,6 +57,9 @@ urlpatterns = [
         "evaluations/<int:pk>/push/", workbench_apis.EvaluationHubPushApi.as_view(), name="api-evaluation-push"
     ),
     path("workers/", run_apis.WorkerListApi.as_view(), name="api-workers"),
+    path("sweeps/", sweep_apis.SweepListApi.as_view(), name="api-sweeps"),
+    path("sweeps/<int:pk>/", sweep_apis.SweepDetailApi.as_view(), name="api-sweep"),
+    path("sweeps/<int:pk>/cancel-rest/", sweep_apis.SweepCancelRestApi.as_view(), name="api-sweep-cancel-rest"),
     path("reward-recipes/", reward_apis.RecipeListApi.as_view(), name="api-reward-recipes"),
     path("reward-recipes/<int:pk>/", reward_apis.RecipeDetailApi.as_view(), name="api-reward-recipe"),
     path("reward-recipes/<int:pk>/dry-run/", workbench_apis.RecipeDryRunApi.as_view(), name="api-reward-recipe-dry-run"),

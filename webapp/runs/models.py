@@ -17,6 +17,9 @@ TAG_MAX_LENGTH = 40
 
 class Run(ClaimedWork):
     class Status(models.TextChoices):
+        # A sweep's member waiting for a free slot of its owner's quota (webapp/sweeps): no task
+        # is sent for it and it counts against no quota until it is released (queued).
+        PENDING = "pending", "Pending"
         QUEUED = "queued", "Queued"
         RUNNING = "running", "Running"
         SUCCEEDED = "succeeded", "Succeeded"
@@ -38,6 +41,8 @@ class Run(ClaimedWork):
         ERROR = "error", "Unclassified error"
 
     ACTIVE = (Status.QUEUED, Status.RUNNING)
+    # Not ended yet: the active ones and those waiting in a sweep.
+    NOT_ENDED = (Status.PENDING, Status.QUEUED, Status.RUNNING)
     RESUMABLE = (Status.INTERRUPTED, Status.CANCELLED)
     # Failures that say nothing against the run itself (a worker, a machine, a network or a
     # server that went away): a failed run with one resumes from its last checkpoint.

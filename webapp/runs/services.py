@@ -24,7 +24,7 @@ from webapp.catalog.probe import ProbeError, probe_environment
 from webapp.catalog.selectors import environments_visible_to
 from webapp.core import leases
 from webapp.core.errors import StateConflict
-from webapp.core.quota import WorkQuotaExceeded, lock_owner, work_quota_check
+from webapp.core.quota import WorkQuotaExceeded, active_work, lock_owner, work_quota_check
 from webapp.rewards.selectors import RecipeRefError, recipe_resolve
 from webapp.rewards.terms import RecipeRef
 from webapp.runs.checkpoints import (
@@ -44,13 +44,14 @@ from webapp.runs.config import (
     parse_run_config,
 )
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
-from webapp.runs.routing import TRAIN_QUEUE, queue_for, run_needs
+from webapp.runs.routing import TRAIN_QUEUE, Needs, queue_for, run_needs
 from webapp.runs.selectors import (
     run_environment_refusal,
     run_live_note,
     run_resumable,
     runs_visible_to,
 )
+from webapp.runs.signals import run_ended
 from webapp.runs.telemetry import metric_tiers
 from webapp.runs.telemetry.live import notify_run
 from webapp.runs.telemetry.notify import run_notify_end
@@ -390,13 +391,21 @@ def _quota_refusal(owner: AbstractBaseUser) -> str | None:
     return None
 
 
-def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
-    """Validate a raw config and queue the run; a rejected config writes nothing."""
-    config = parse_run_config(data)
-    # Before the checks, which probe every environment: a refused launch costs nothing.
-    quota = _active_runs_error(owner)
-    if quota:
-        raise RunQuotaExceeded({"non_field_errors": [quota]})
+@dataclass
+class LaunchPlan:
+    """A config that passed every check of a launch but the quota, ready to be created."""
+
+    config: RunConfig
+    needs: Needs
+    # Deprecated keys and capacity findings: the run's launch_warning events.
+    warnings: dict[str, list[str]]
+    # No worker can carry the run now, and the config says to wait for one.
+    waiting: str | None
+
+
+def run_launch_plan(*, owner: AbstractBaseUser, config: RunConfig) -> LaunchPlan:
+    """Every check of a launch but the quota (it probes each environment); raises RunConfigError
+    naming each field to fix. Writes nothing."""
     errors = run_config_check(config=config, user=owner)
     if errors:
         raise RunConfigError(in_keys_given(errors, legacy_warmup=DEPRECATED_WARMUP_KEY in config.deprecations))
@@ -410,34 +419,111 @@ def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
         config.model = model_pinned(model=config.model, user=owner)
     except ModelRefError as exc:  # the checkpoint went away since the check
         raise RunConfigError({"model": [str(exc)]}) from None
-    needs = run_needs(config)
+    return LaunchPlan(config=config, needs=run_needs(config), warnings=warnings, waiting=waiting)
+
+
+def run_create(*, owner: AbstractBaseUser, plan: LaunchPlan, group: str = "", pending: str = "") -> Run:
+    """The run's rows, in the caller's transaction (which checked the quota). `pending`: the
+    run waits (status pending, no task sent) and its first event says why; otherwise it is
+    queued and its task sent once the transaction commits."""
+    config, needs = plan.config, plan.needs
+    run = Run.objects.create(
+        owner=owner,
+        name=config.name,
+        config=config_to_store(config),
+        model=model_label(config.model),
+        max_steps=config.total_steps,
+        queue=queue_for(needs),
+        needs_gpus=needs.gpus,
+        needs_vllm=needs.vllm,
+        phase=Run.Phase.WARMUP if config.sft_warmup is not None else Run.Phase.GRPO,
+        status=Run.Status.PENDING if pending else Run.Status.QUEUED,
+        sent_at=None if pending else timezone.now(),
+        sends=0 if pending else 1,
+        group=group,
+    )
+    run.environments.set([item.environment for item in config.environments])
+    if pending:
+        RunEvent.objects.create(run=run, kind="pending", message=pending)
+    else:
+        queued = "Run queued." if run.queue == TRAIN_QUEUE else f"Run queued for a worker with {needs.describe()} ({run.queue})."
+        RunEvent.objects.create(run=run, kind="queued", message=queued)
+    for field, messages in plan.warnings.items():
+        for message in messages:
+            RunEvent.objects.create(run=run, kind=LAUNCH_WARNING, message=message, data={"field": field})
+    if plan.waiting:
+        RunEvent.objects.create(run=run, kind="waiting_for_worker", message=plan.waiting)
+    if not pending:
+        _enqueue_on_commit(run)
+    return run
+
+
+def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
+    """Validate a raw config and queue the run; a rejected config writes nothing."""
+    config = parse_run_config(data)
+    # Before the checks, which probe every environment: a refused launch costs nothing.
+    quota = _active_runs_error(owner)
+    if quota:
+        raise RunQuotaExceeded({"non_field_errors": [quota]})
+    plan = run_launch_plan(owner=owner, config=config)
     with transaction.atomic():
         quota = _quota_refusal(owner)
         if quota:
             raise RunQuotaExceeded({"non_field_errors": [quota]})
-        run = Run.objects.create(
-            owner=owner,
-            name=config.name,
-            config=config_to_store(config),
-            model=model_label(config.model),
-            max_steps=config.total_steps,
-            queue=queue_for(needs),
-            needs_gpus=needs.gpus,
-            needs_vllm=needs.vllm,
-            phase=Run.Phase.WARMUP if config.sft_warmup is not None else Run.Phase.GRPO,
-            sent_at=timezone.now(),
-            sends=1,
-        )
-        run.environments.set([item.environment for item in config.environments])
-        queued = "Run queued." if run.queue == TRAIN_QUEUE else f"Run queued for a worker with {needs.describe()} ({run.queue})."
-        RunEvent.objects.create(run=run, kind="queued", message=queued)
-        for field, messages in warnings.items():
-            for message in messages:
-                RunEvent.objects.create(run=run, kind=LAUNCH_WARNING, message=message, data={"field": field})
-        if waiting:
-            RunEvent.objects.create(run=run, kind="waiting_for_worker", message=waiting)
-        _enqueue_on_commit(run)
-    return run
+        return run_create(owner=owner, plan=plan)
+
+
+def run_slots_free(owner: AbstractBaseUser) -> int:
+    """How many more runs `owner` may queue now: the fewer of what ENVLAB_MAX_ACTIVE_RUNS and
+    ENVLAB_MAX_ACTIVE_WORK (runs, evaluations and jobs together) leave. Call it after
+    `lock_owner` in the transaction that queues them."""
+    runs = Run.objects.filter(owner=owner, status__in=Run.ACTIVE).count()
+    work = sum(active_work(owner).values())
+    return max(0, min(int(settings.ENVLAB_MAX_ACTIVE_RUNS) - runs, int(settings.ENVLAB_MAX_ACTIVE_WORK) - work))
+
+
+def run_release(*, run_id: int, message: str, data: dict[str, Any] | None = None) -> bool:
+    """Queue a pending run (one conditional UPDATE: a run released twice, or by two callers at
+    once, is queued and sent once) and send its task once the caller's transaction commits.
+    The caller checked the quota. Returns whether this call released it."""
+    changed = Run.objects.filter(pk=run_id, status=Run.Status.PENDING).update(
+        status=Run.Status.QUEUED, sent_at=timezone.now(), sends=1
+    )
+    if not changed:
+        return False
+    RunEvent.objects.create(run_id=run_id, kind="queued", message=message, data=data or {})
+    transaction.on_commit(lambda: _send_train_task(run_id, record_failure=True))
+    _announce(run_id, "status")
+    return True
+
+
+def run_cancel_pending(*, run_id: int, message: str, data: dict[str, Any] | None = None) -> bool:
+    """Cancel a run that is still pending (conditional: a run released meanwhile is left alone),
+    with an event saying why. Returns whether this call cancelled it."""
+    changed = Run.objects.filter(pk=run_id, status=Run.Status.PENDING).update(
+        status=Run.Status.CANCELLED, finished_at=timezone.now()
+    )
+    if not changed:
+        return False
+    RunEvent.objects.create(run_id=run_id, kind="cancelled", message=message, data=data or {})
+    _announce(run_id, "status")
+    return True
+
+
+def _ended(run_id: int) -> None:
+    """Announce, once the caller's transaction commits, that the run ended (webapp/runs/signals.py).
+    A receiver that fails is logged, never the run's end's failure: beat catches up."""
+
+    def send() -> None:
+        owner_id = Run.objects.filter(pk=run_id).values_list("owner_id", flat=True).first()
+        if owner_id is None:
+            return
+        for receiver, result in run_ended.send_robust(sender=Run, run_id=run_id, owner_id=owner_id):
+            if isinstance(result, Exception):
+                log.warning("run %s ended; %r failed: %r", run_id, receiver, result)
+
+    # Robust: the end is committed; a database gone away meanwhile must not fail the caller.
+    transaction.on_commit(send, robust=True)
 
 
 def run_queue(run: Run) -> str:
@@ -539,11 +625,14 @@ def run_request_cancel(*, run: Run) -> Run:
     """Queued runs stop at once; a running one stops at its next step with a checkpoint."""
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run.pk)
-        if run.status == Run.Status.QUEUED:
+        if run.status in (Run.Status.QUEUED, Run.Status.PENDING):
+            was_queued = run.status == Run.Status.QUEUED
             run.status = Run.Status.CANCELLED
             run.finished_at = timezone.now()
             run.save(update_fields=["status", "finished_at"])
             RunEvent.objects.create(run=run, kind="cancelled", message="Cancelled before it started.")
+            if was_queued:
+                _ended(run.pk)
         elif run.status == Run.Status.RUNNING:
             if not run.cancel_requested:
                 run.cancel_requested = True
@@ -571,8 +660,8 @@ def _stop_without_access(*, run_id: int, reason: str, unclaimed: bool = False) -
         if run is None:
             return False
         data = {"reason": ACCESS_LOST}
-        if run.status == Run.Status.QUEUED or unclaimed:
-            message = "Cancelled before it started" if run.status == Run.Status.QUEUED else "Cancelled"
+        if run.status in (Run.Status.QUEUED, Run.Status.PENDING) or unclaimed:
+            message = "Cancelled" if run.status == Run.Status.RUNNING else "Cancelled before it started"
             run.status = Run.Status.CANCELLED
             run.finished_at = timezone.now()
             run.error = reason[:10_000]
@@ -580,6 +669,7 @@ def _stop_without_access(*, run_id: int, reason: str, unclaimed: bool = False) -
             run.cancel_requested = False
             run.save(update_fields=["status", "finished_at", "error", "lease_owner", "cancel_requested"])
             RunEvent.objects.create(run=run, kind="cancelled", message=f"{message}: {reason}.", data=data)
+            _ended(run.pk)
         elif run.status == Run.Status.RUNNING and not run.cancel_requested:
             run.cancel_requested = True
             run.save(update_fields=["cancel_requested"])
@@ -598,7 +688,7 @@ def runs_stop_without_access(*, environment_id: int) -> list[int]:
     which environment is no longer shared with them. Returns the ids of the runs stopped.
     The owner's runs, and those of users who see every entry, go on."""
     stopped = []
-    active = Run.objects.filter(environments=environment_id, status__in=Run.ACTIVE).select_related("owner")
+    active = Run.objects.filter(environments=environment_id, status__in=Run.NOT_ENDED).select_related("owner")
     for run in active.order_by("pk"):
         reason = run_environment_refusal(run=run, environment_ids=[environment_id])
         if reason and _stop_without_access(run_id=run.pk, reason=reason):
@@ -870,6 +960,7 @@ def run_finish(
                 data={**(data or {}), **({"failure": failure} if failure else {})},
             )
             run_notify_end(run_id=run_id, status=status, step=step, error=error)
+            _ended(run_id)
     if changed:
         _announce(run_id, "status")
     return bool(changed)
@@ -897,6 +988,7 @@ def run_mark_stale_interrupted() -> int:
             if changed:
                 marked += 1
                 RunEvent.objects.create(run_id=run_id, kind="interrupted", message="Heartbeat went stale.")
+                _ended(run_id)
         if changed:
             _announce(run_id, "status")
     return marked

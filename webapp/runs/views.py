@@ -345,7 +345,7 @@ def _live_config(run: Run, last_seq: int, progress: dict[str, Any]) -> dict[str,
         # [[step, rollouts up to last_seq], ...], newest step first: the transcript list's size.
         "rollout_steps": run_rollout_steps(run=run, through_seq=last_seq),
         "metric_points": METRIC_POINTS,
-        "active_statuses": list(Run.ACTIVE),
+        "active_statuses": list(Run.NOT_ENDED),
         "resumable_statuses": list(Run.RESUMABLE),
     }
 
@@ -406,7 +406,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "can_label": run.owner_id == request.user.pk,
             "run_tags": list(run.tags.values_list("slug", flat=True)),
             "api_run": reverse("api-run", args=[run.pk]),
-            "can_cancel": run.status in Run.ACTIVE and not run.cancel_requested,
+            "can_cancel": run.status in Run.NOT_ENDED and not run.cancel_requested,
             "can_resume": resumable,
             "not_resumable_reason": "" if resumable or run.status != Run.Status.FAILED else why_not,
             "plotly_url": plotly_url(),

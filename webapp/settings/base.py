@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "webapp.rewards",
     "webapp.jobs",
     "webapp.workbench",
+    "webapp.sweeps",
     "webapp.api",
     # Only for manage.py's worker commands (build_demo_model): see worker/apps.py.
     "worker",
@@ -307,6 +308,9 @@ CELERY_BEAT_SCHEDULE = {
                                "options": {"expires": 60.0}},
     # Restarts bundled environment servers whose process died. Expires unless picked up
     # promptly, so a busy worker does not find a backlog of identical checks.
+    # Queues pending sweep members into quota slots freed by anything (a run's end queues them at
+    # once; evaluations and jobs that end do not announce it).
+    "release-sweeps": {"task": "worker.tasks.release_sweeps", "schedule": 15.0, "options": {"expires": 15.0}},
     "supervise-bundled": {"task": "worker.tasks.supervise_bundled", "schedule": 5.0,
                           "options": {"expires": 5.0}},
 }
