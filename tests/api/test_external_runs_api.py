@@ -275,3 +275,20 @@ def test_cancel_ends_an_external_run_now_and_its_logs_are_refused(api):
     )
     run.refresh_from_db()
     assert (run.status, run.lease_owner, run.last_seq) == ("cancelled", "", 0)
+
+
+def test_the_run_page_and_reads_show_an_external_run(api, owner_client):
+    run = _create(api, config={"learning_rate": 1e-5, "rewards": "not the lab's", "alerts": 3})
+    _log(api, run, {"step": 1, "metrics": {"loss": 0.5, "reward": 1.0}, "rollouts": [ROLLOUT]})
+
+    page = owner_client.get(f"/runs/{run.pk}/")
+    answers = [
+        api.get(f"/api/runs/{run.pk}/{path}").status_code
+        for path in ("", "metrics/?key=loss", "metrics/keys/", "rollouts/", "events/", "tools/", "prompts/",
+                     "rollouts/export/?format=jsonl", "metrics/export/?format=csv")
+    ]
+
+    assert page.status_code == 200
+    assert "my trl run" in page.content.decode()
+    assert answers == [200] * 9
+    assert api.get(f"/api/runs/{run.pk}/metrics/?key=loss").json() == {"series": {"loss": [[1, 0.5]]}}
