@@ -292,3 +292,30 @@ def test_the_run_page_and_reads_show_an_external_run(api, owner_client):
     assert "my trl run" in page.content.decode()
     assert answers == [200] * 9
     assert api.get(f"/api/runs/{run.pk}/metrics/?key=loss").json() == {"series": {"loss": [[1, 0.5]]}}
+
+
+def test_health_rules_over_metrics_raise_and_clear_alerts_once(api):
+    run = _create(api, config={"alerts": {"zero_variance_steps": 2}})
+
+    for step, frac in ((1, 1.0), (2, 1.0), (2, 1.0), (3, 0.0)):  # step 2 logged twice
+        assert _log(api, run, {"step": step, "metrics": {"frac_reward_zero_std": frac, "loss": 0.1}}).status_code == 200
+
+    alerts = list(RunEvent.objects.filter(run=run, kind="alert").order_by("pk").values_list("data", "message"))
+    assert [data for data, _ in alerts] == [
+        {"alert": "zero_variance", "step": 2, "active": True},
+        {"alert": "zero_variance", "step": 3, "active": False},
+    ]
+    assert alerts[0][1].startswith("100% of groups had the same reward for every completion over the last 2 steps")
+    shown = api.get(f"/api/runs/{run.pk}/").json()["alerts"]
+    assert [(a["kind"], a["step"], a["active"]) for a in shown] == [("zero_variance", 2, False)]  # cleared
+
+
+def test_an_external_run_with_default_alert_settings_raises_entropy_collapse(api):
+    run = _create(api, config={"learning_rate": 1e-5})
+
+    for step in range(1, 6):
+        _log(api, run, {"step": step, "metrics": {"entropy": 0.001}})
+
+    body = api.get(f"/api/runs/{run.pk}/").json()
+    assert [(a["kind"], a["step"], a["active"]) for a in body["alerts"]] == [("entropy_collapse", 5, True)]
+    assert run.events.filter(kind="alert").count() == 1

@@ -4,7 +4,7 @@ envlab_client.trl.EnvlabCallback) and logs here over the API.
 An external run has no task and no worker. It is running from the moment it is made, under a
 lease the lab holds for it (a fresh `lease_owner` on the row, never shown): its logs go through
 the worker's write path (webapp/runs/telemetry/record.py: seq numbers, a step logged again
-replaces its values, live notes), each write renews the heartbeat, and the stale-run sweep
+replaces its values, live notes, the run-health rules over metrics), each write renews the heartbeat, and the stale-run sweep
 interrupts it after ENVLAB_EXTERNAL_STALE_SECONDS without one. Every body is checked whole
 before anything is written: a refused one changes no row.
 """
@@ -20,12 +20,15 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
+from pydantic import ValidationError
 
 from webapp.core import leases
 from webapp.core.errors import InvalidInput, StateConflict
+from webapp.runs.config import AlertSettings
 from webapp.runs.labels import _single_line, run_tags_clean
-from webapp.runs.models import Run, RunEvent, RunTag
+from webapp.runs.models import MetricPoint, Run, RunEvent, RunTag
 from webapp.runs.services import _announce, run_finish
+from webapp.runs.telemetry.health import HealthMonitor
 from webapp.runs.telemetry.live import notify_run
 from webapp.runs.telemetry.record import Event, LeaseLost, telemetry_record
 
@@ -227,6 +230,7 @@ def external_run_log(*, run: Run, data: Any) -> dict[str, Any]:
         raise ExternalRunRejected(errors)
     assert isinstance(step, int)
     events: list[Event] = [("metrics", (step, metrics))]
+    events += [("alert", alert) for alert in _health_alerts(run=run, step=step, metrics=metrics)]
     if rollouts:
         events.append(("rollouts", [{**row, "step": step} for row in rollouts]))
     lease_owner = Run.objects.filter(pk=run.pk).values_list("lease_owner", flat=True).first() or ""
@@ -241,6 +245,52 @@ def external_run_log(*, run: Run, data: Any) -> dict[str, Any]:
         notify_run(run.pk, note)
     seq = max((note["seq"] for note in notes if "seq" in note), default=0)
     return {"seq": seq, "step": step, "rollouts": len(rollouts)}
+
+
+# What the metric rules of the run-health monitor read (webapp/runs/telemetry/health.py).
+HEALTH_KEYS = (
+    "loss", "grad_norm", "frac_reward_zero_std", "tools/call_frequency", "tools/failure_frequency", "reward", "entropy",
+)
+MAX_HEALTH_WINDOW = 200
+
+
+def _health_alerts(*, run: Run, step: int, metrics: dict[str, float]) -> list[dict[str, Any]]:
+    """The health alerts raised or cleared at `step`, as the worker's monitor would raise them.
+
+    The web process keeps no monitor between requests: it replays one over the run's last
+    logged steps (enough for every rule's streak), the new values at `step` included, and keeps
+    what the last step changed. The rules over metrics apply; those over tool transcripts and
+    group starts, and stopping a run on an alert, need the lab's trainer and do not. An alert
+    already recorded at this step (the step logged again) is not recorded twice."""
+    try:
+        alert_settings = AlertSettings.model_validate((run.config or {}).get("alerts") or {})
+    except (ValidationError, AttributeError):  # the script's config, not the lab's: defaults
+        alert_settings = AlertSettings()
+    if not alert_settings.enabled:
+        return []
+    window = min(MAX_HEALTH_WINDOW, 1 + max(
+        alert_settings.zero_variance_steps, alert_settings.tool_failure_steps, alert_settings.no_tool_calls_steps,
+        alert_settings.reward_flat_steps, alert_settings.entropy_steps,
+    ))
+    earlier = list(
+        MetricPoint.objects.filter(run_id=run.pk, key__in=HEALTH_KEYS, step__lt=step)
+        .values_list("step", flat=True).distinct().order_by("-step")[:window]
+    )
+    logged: dict[int, dict[str, Any]] = {s: {} for s in sorted(earlier)}
+    rows = MetricPoint.objects.filter(run_id=run.pk, key__in=HEALTH_KEYS, step__in=[*earlier, step])
+    for at, key, value in rows.values_list("step", "key", "value"):
+        logged.setdefault(at, {})[key] = value
+    logged.setdefault(step, {}).update({k: v for k, v in metrics.items() if k in HEALTH_KEYS})
+    monitor = HealthMonitor(alert_settings, tool_env=False)
+    changes = []
+    for at in sorted(logged):
+        changes = monitor.observe(at, logged[at])
+    recorded = {
+        (event["alert"], event["active"])
+        for event in RunEvent.objects.filter(run_id=run.pk, kind="alert", data__step=step).values_list("data", flat=True)
+        if isinstance(event, dict)
+    }
+    return [alert.as_event() for alert in changes if (alert.kind, alert.active) not in recorded]
 
 
 def external_run_finish(*, run: Run, data: Any) -> Run:

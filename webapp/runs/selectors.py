@@ -149,7 +149,7 @@ def run_resumable(*, run: Run) -> tuple[bool, str]:
 
 
 def run_alerts(*, run: Run) -> list[dict[str, Any]]:
-    """The run's health alerts (worker/training/health.py), one per kind and attempt, oldest first:
+    """The run's health alerts (webapp/runs/telemetry/health.py), one per kind and attempt, oldest first:
     `{kind, step, message, active}`. A new attempt ("started") re-checks from scratch, so
     what the previous attempt left active no longer is. Uses `run.health_events` when the
     caller prefetched it (`runs_with_alerts`)."""
