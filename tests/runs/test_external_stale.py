@@ -75,3 +75,18 @@ def test_a_workers_run_still_goes_by_the_interrupt_threshold(owner, settings, wa
 
     run.refresh_from_db()
     assert run.status == "interrupted"
+
+
+def test_external_runs_take_no_share_of_the_work_quota(owner, settings):
+    from webapp.core.quota import active_work, work_quota_check
+    from webapp.runs.services import _quota_refusal
+
+    settings.ENVLAB_MAX_ACTIVE_RUNS = 1
+    settings.ENVLAB_MAX_ACTIVE_WORK = 1
+    external_run_create(owner=owner, data={"name": "elsewhere"})
+
+    assert active_work(owner) == {}
+    work_quota_check(owner)  # raises when over
+    assert _quota_refusal(owner) is None
+    RunFactory(owner=owner, status=Run.Status.QUEUED)
+    assert active_work(owner) == {"runs": 1}

@@ -366,7 +366,8 @@ def _warmup_errors(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, li
 
 def _active_runs_error(owner: AbstractBaseUser) -> str | None:
     limit = settings.ENVLAB_MAX_ACTIVE_RUNS
-    active = Run.objects.filter(owner=owner, status__in=Run.ACTIVE).count()
+    # External runs train elsewhere and take no worker (webapp/runs/external.py).
+    active = Run.objects.filter(owner=owner, status__in=Run.ACTIVE, external=False).count()
     if active < limit:
         return None
     return (
