@@ -290,6 +290,7 @@ def test_the_run_page_and_reads_show_an_external_run(api, owner_client):
 
     assert page.status_code == 200
     assert "my trl run" in page.content.decode()
+    assert '<dd id="run-worker">outside the lab (external run)</dd>' in page.content.decode()
     assert answers == [200] * 9
     assert api.get(f"/api/runs/{run.pk}/metrics/?key=loss").json() == {"series": {"loss": [[1, 0.5]]}}
 
