@@ -4,9 +4,13 @@ A plain GRPOTrainer streaming into a live lab is tests/e2e/test_trl_callback.py.
 
 from __future__ import annotations
 
+import json
 import math
+import threading
 from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
+from typing import Any
 
 from envlab_client.trl import EnvlabCallback, config_of, grpo_rollouts, metrics_of
 
@@ -95,3 +99,41 @@ def test_only_the_main_process_sends():
     callback.on_log(SimpleNamespace(), state, None, logs={"loss": 1.0})
 
     assert (callback._thread, callback._queue.qsize(), callback.dropped) == (None, 0, 0)
+
+
+class _Lab(BaseHTTPRequestHandler):
+    """Answers logs as the lab would one whose rollouts are over its bounds."""
+
+    bodies: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).bodies.append(body)
+        status, answer = (400, {"rollouts": ["rollout 0: too big"]}) if "rollouts" in body else (200, {"seq": 1})
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_log_refused_for_its_rollouts_still_sends_its_metrics():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Lab)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        callback = EnvlabCallback(f"http://127.0.0.1:{server.server_port}", "token", run=7, max_backoff=0.05)
+        callback._start()
+        callback._put("log", {"step": 1, "metrics": {"loss": 0.5}, "rollouts": [{"messages": []}]})
+        callback.close(5)
+    finally:
+        server.shutdown()
+
+    assert _Lab.bodies == [
+        {"step": 1, "metrics": {"loss": 0.5}, "rollouts": [{"messages": []}]},
+        {"step": 1, "metrics": {"loss": 0.5}},
+    ]
+    assert (callback.sent, callback.rejected, callback.dropped) == (1, 1, 0)

@@ -21,7 +21,7 @@ It never slows or fails the training: the hooks only put a small dict on a bound
 a background thread sends it. When the lab is away that thread retries the oldest entry with
 backoff; entries that find the queue full are dropped and counted in `dropped` (also what is
 still unsent when `close_timeout` runs out at the end). An entry the lab refuses (400) is
-counted in `rejected`; once the run has ended on the lab (cancelled there: 409) nothing more is
+counted in `rejected` (a log refused for its rollouts is sent again without them); once the run has ended on the lab (cancelled there: 409) nothing more is
 sent. Only the main process (`state.is_world_process_zero`) sends.
 
 transformers is imported here, not by `import envlab_client`: the client needs no torch.
@@ -315,6 +315,10 @@ class EnvlabCallback(TrainerCallback):
             with self._lock:
                 self.rejected += 1
             log.warning("envlab: %s refused (%s): %s", kind, exc.status, exc)
+            if exc.status == 400 and kind == "log" and body.get("rollouts"):
+                # Rollouts over the lab's bounds: the step's metrics still go, next try.
+                body.pop("rollouts")
+                return False
             return True
         self.sent += 1
         return True
