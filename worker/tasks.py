@@ -124,6 +124,7 @@ def sweep_stale_runs() -> int:
     from webapp.core.leases import heartbeats_are_evidence, sweep_watch
     from webapp.evaluations.services import evaluation_mark_stale_failed
     from webapp.jobs.services import jobs_mark_stale_failed
+    from webapp.runs.external import external_runs_mark_stale
     from webapp.runs.services import run_mark_stale_interrupted
 
     # Heartbeats that went stale while the database was away (this sweep could not run either)
@@ -135,6 +136,7 @@ def sweep_stale_runs() -> int:
     # Evaluations and jobs whose worker died, too: reads never write, this sweep is the one place.
     evaluation_mark_stale_failed()
     jobs_mark_stale_failed()
+    external_runs_mark_stale()
     return run_mark_stale_interrupted()
 
 

@@ -82,7 +82,7 @@ def _note_episode_seed(owner: Any, seed: Any) -> None:
 def reset_fingerprint(observation: Any) -> str:
     """A short hash of what `reset` returned: the text TRL appends to the prompt (None is a
     value of its own). GRPO compares the completions of a group as if they started alike: the
-    worker checks that a group's fingerprints agree (worker/training/group_starts.py)."""
+    worker checks that a group's fingerprints agree (webapp/runs/telemetry/group_starts.py)."""
     text = json.dumps(observation, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 

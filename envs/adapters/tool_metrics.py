@@ -1,6 +1,6 @@
 """The per-tool metric keys the lab logs each step, and how a transcript shows tool results.
 
-Shared by the worker (envs/adapters/toolstats.py logs the keys, worker/training/health.py reads tool
+Shared by the worker (envs/adapters/toolstats.py logs the keys, webapp/runs/telemetry/health.py reads tool
 results) and the run page (webapp/runs/telemetry/tools.py sums the keys): pure, no Django import.
 
 Keys, per step (the names TRL's async trainer uses, summed exactly over the step):

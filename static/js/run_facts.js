@@ -74,7 +74,7 @@
   // --- facts, badge and alert banner -----------------------------------------------------
 
   function renderFacts(run) {
-    setText("run-worker", run.worker_name ? String(run.worker_name) : "—");
+    setText("run-worker", run.external ? "outside the lab (external run)" : run.worker_name ? String(run.worker_name) : "—");
     setText("run-attempts", String(run.attempts === undefined ? "—" : run.attempts));
     var phase = byId("run-phase");
     if (phase && typeof run.phase === "string" && phase.dataset.phase !== run.phase) {

@@ -33,7 +33,10 @@ def active_work(owner: AbstractBaseUser) -> dict[str, int]:
     counts: dict[str, int] = {}
     for model in apps.get_models():
         if issubclass(model, LeasedWork) and any(f.name == "owner" for f in model._meta.fields):
-            count = model.objects.filter(owner=owner, status__in=model.ACTIVE).count()  # type: ignore[attr-defined]
+            rows = model.objects.filter(owner=owner, status__in=model.ACTIVE)  # type: ignore[attr-defined]
+            if any(f.name == "external" for f in model._meta.fields):
+                rows = rows.filter(external=False)  # trained elsewhere (an external run): takes no worker
+            count = rows.count()
             if count:
                 counts[str(model._meta.verbose_name_plural)] = count
     return counts

@@ -25,6 +25,7 @@ from webapp.core.parsers import EnvlabJSONParser as JSONParser
 from webapp.core.throttles import WriteThrottled
 from webapp.runs.config import RunConfig
 from webapp.runs.demo import run_launch_demo
+from webapp.runs.external import external_run_create, external_run_finish, external_run_log
 from webapp.runs.labels import run_delete, run_labels_update
 from webapp.runs.models import Run, WorkerHeartbeat
 from webapp.runs.presets import preset_config_for, presets
@@ -37,6 +38,10 @@ from webapp.runs.selectors import (
     runs_with_alerts,
 )
 from webapp.runs.serializers import (
+    ExternalFinishIn,
+    ExternalLogIn,
+    ExternalLogOut,
+    ExternalRunIn,
     PresetOut,
     RolloutPageOut,
     RunDetailOut,
@@ -228,6 +233,44 @@ class RunResumeApi(APIView):
         body = RunResumeIn(data=request.data)
         body.is_valid(raise_exception=True)
         return Response(RunOut(run_resume(run=run, checkpoint=body.validated_data.get("checkpoint"))).data)
+
+
+class RunExternalApi(WriteThrottled, APIView):
+    """A run trained outside the lab (envlab_client.trl.EnvlabCallback): running at once, no task."""
+
+    parser_classes = [JSONParser]
+    write_throttle_scope = "launch"
+
+    @extend_schema(request=ExternalRunIn, responses={201: RunDetailOut})
+    def post(self, request: Request) -> Response:
+        run = external_run_create(owner=request.user, data=request.data)
+        return Response(RunDetailOut(_visible_run(request, run.pk)).data, status=status.HTTP_201_CREATED)
+
+
+class RunLogApi(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        request=ExternalLogIn, responses=ExternalLogOut,
+        description=(
+            "One step of an external run, the owner's only: the same write as the lab's worker (a step logged "
+            "again replaces its values; live notes on the run's socket). 409 once the run has ended."
+        ),
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        return Response(ExternalLogOut(external_run_log(run=_owned_run(request, pk), data=request.data)).data)
+
+
+class RunFinishApi(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        request=ExternalFinishIn, responses=RunDetailOut,
+        description="End an external run (succeeded by default); the owner's only. 409 once it has ended.",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        run = external_run_finish(run=_owned_run(request, pk), data=request.data)
+        return Response(RunDetailOut(run).data)
 
 
 class RunMetricsApi(APIView):

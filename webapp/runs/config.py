@@ -294,7 +294,7 @@ NOTIFY_EVENTS: tuple[str, ...] = NotifyEvent.__args__  # type: ignore[attr-defin
 
 
 class AlertSettings(_Strict):
-    """Run health rules (worker/training/health.py): thresholds, and which alerts end the run."""
+    """Run health rules (webapp/runs/telemetry/health.py): thresholds, and which alerts end the run."""
 
     enabled: bool = True
     zero_variance_frac: float = Field(

@@ -41,7 +41,7 @@ ENVIRONMENT_FIELDS = {
     "prompt": "prompt",
     "rows": "rows",
 }
-# Form input -> `alerts` setting of the run config (worker/training/health.py's thresholds).
+# Form input -> `alerts` setting of the run config (webapp/runs/telemetry/health.py's thresholds).
 ALERT_FIELDS = {
     "alerts_enabled": "enabled",
     "alert_zero_variance_frac": "zero_variance_frac",

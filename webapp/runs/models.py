@@ -50,8 +50,12 @@ class Run(ClaimedWork):
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
     name = models.CharField(max_length=120)
-    # The validated RunConfig (webapp.runs.config), as JSON.
+    # The validated RunConfig (webapp.runs.config), as JSON; an external run's config is the
+    # JSON object its script sent (webapp/runs/external.py), which need not be a RunConfig.
     config = models.JSONField()
+    # Trained outside the lab (a script with envlab_client.trl.EnvlabCallback): no task, no
+    # worker; the script logs over the API under a lease the lab holds for it.
+    external = models.BooleanField(default=False)
     model = models.CharField(max_length=500)
     # Where it trains, decided once at launch from the config (webapp/runs/routing.py): the
     # Celery queue its train task goes to, and what a worker needs to carry it.

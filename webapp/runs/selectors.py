@@ -134,6 +134,8 @@ def run_resumable(*, run: Run) -> tuple[bool, str]:
     Interrupted and cancelled runs resume; a failed one only when its failure says nothing
     against the run itself (Run.RESUMABLE_FAILURES: a worker, machine, network or server that
     went away); a configuration, model or alert failure would fail again."""
+    if run.external:
+        return False, "an external run trains in its own script: start the script again, as a new run"
     if run.status in Run.RESUMABLE:
         return True, ""
     if run.status != Run.Status.FAILED:
@@ -147,7 +149,7 @@ def run_resumable(*, run: Run) -> tuple[bool, str]:
 
 
 def run_alerts(*, run: Run) -> list[dict[str, Any]]:
-    """The run's health alerts (worker/training/health.py), one per kind and attempt, oldest first:
+    """The run's health alerts (webapp/runs/telemetry/health.py), one per kind and attempt, oldest first:
     `{kind, step, message, active}`. A new attempt ("started") re-checks from scratch, so
     what the previous attempt left active no longer is. Uses `run.health_events` when the
     caller prefetched it (`runs_with_alerts`)."""

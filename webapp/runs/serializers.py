@@ -40,7 +40,7 @@ class RunOut(serializers.ModelSerializer):
             "cancel_requested", "attempts", "checkpoint_step", "last_seq", "worker_name",
             "created_at", "started_at", "finished_at", "heartbeat_at", "progress", "alerts", "status_display",
             "phase", "queue", "waiting_reason", "failure", "resumable", "resumable_reason",
-            "tags", "group", "notes",
+            "tags", "group", "notes", "external",
         ]
 
     tags = serializers.SlugRelatedField(
@@ -157,6 +157,49 @@ class RunResumeIn(serializers.Serializer):
             "came after it; without it the run resumes from its last checkpoint."
         ),
     )
+
+
+class ExternalRunIn(serializers.Serializer):
+    """`POST /api/runs/external/` (checked by webapp.runs.external, which this documents)."""
+
+    name = serializers.CharField(max_length=120)
+    config = serializers.DictField(
+        required=False, help_text="Any JSON object of the script's settings (at most 64 KiB, 8 levels); shown as given."
+    )
+    tags = serializers.ListField(child=serializers.SlugField(max_length=40), required=False, max_length=20)
+    model = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    max_steps = serializers.IntegerField(required=False, min_value=0, help_text="0 (default): not known.")
+
+
+class ExternalRolloutIn(serializers.Serializer):
+    prompt = serializers.JSONField(required=False, help_text="The prompt's chat messages, or its text.")
+    messages = serializers.ListField(child=serializers.DictField(), required=False, help_text="The transcript.")
+    rewards = serializers.DictField(
+        child=serializers.FloatField(allow_null=True), required=False, help_text="{term: value}"
+    )
+    reward = serializers.FloatField(required=False, allow_null=True)
+    advantage = serializers.FloatField(required=False, allow_null=True)
+    env = serializers.CharField(required=False, max_length=64)
+    seed = serializers.IntegerField(required=False, allow_null=True)
+
+
+class ExternalLogIn(serializers.Serializer):
+    step = serializers.IntegerField(min_value=0)
+    metrics = serializers.DictField(
+        child=serializers.FloatField(), help_text="At most 500 finite numbers; names 1-200 characters."
+    )
+    rollouts = ExternalRolloutIn(many=True, required=False, help_text="At most 256, each at most 256 KiB.")
+
+
+class ExternalLogOut(serializers.Serializer):
+    seq = serializers.IntegerField(help_text="The run's telemetry sequence number after this log.")
+    step = serializers.IntegerField()
+    rollouts = serializers.IntegerField(help_text="How many rollouts were stored.")
+
+
+class ExternalFinishIn(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["succeeded", "failed"], required=False, default="succeeded")
+    error = serializers.CharField(required=False, allow_blank=True, max_length=10_000)
 
 
 class CheckpointOut(serializers.Serializer):

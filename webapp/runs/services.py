@@ -367,7 +367,8 @@ def _warmup_errors(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, li
 
 def _active_runs_error(owner: AbstractBaseUser) -> str | None:
     limit = settings.ENVLAB_MAX_ACTIVE_RUNS
-    active = Run.objects.filter(owner=owner, status__in=Run.ACTIVE).count()
+    # External runs train elsewhere and take no worker (webapp/runs/external.py).
+    active = Run.objects.filter(owner=owner, status__in=Run.ACTIVE, external=False).count()
     if active < limit:
         return None
     return (
@@ -633,6 +634,13 @@ def run_request_cancel(*, run: Run) -> Run:
             RunEvent.objects.create(run=run, kind="cancelled", message="Cancelled before it started.")
             if was_queued:
                 _ended(run.pk)
+        elif run.status == Run.Status.RUNNING and run.external:
+            # No worker to stop at a step: it ends now, and the script's next log is refused (409).
+            run.status = Run.Status.CANCELLED
+            run.finished_at = timezone.now()
+            run.lease_owner = ""
+            run.save(update_fields=["status", "finished_at", "lease_owner"])
+            RunEvent.objects.create(run=run, kind="cancelled", message="Cancelled; the script's next log is refused.")
         elif run.status == Run.Status.RUNNING:
             if not run.cancel_requested:
                 run.cancel_requested = True
@@ -769,6 +777,9 @@ def run_claim(*, run_id: int, lease_owner: str, worker_name: str, task_id: str =
     any other copy finds the run claimed and returns ("duplicate").
     """
     now = timezone.now()
+    # An external run has no task; a message naming one (forged, or a stray id) takes nothing.
+    if Run.objects.filter(pk=run_id, external=True).exists():
+        return Claim("done", Run.objects.filter(pk=run_id).first())
     run = Run.objects.filter(leases.claimable(Run), pk=run_id).select_related("owner").first()
     reason = run_environment_refusal(run=run) if run is not None else ""
     if reason and _stop_without_access(run_id=run_id, reason=reason, unclaimed=True):
@@ -970,8 +981,9 @@ def run_mark_stale_interrupted() -> int:
     """Runs whose worker stopped renewing the lease, and that nobody took over, are interrupted."""
     # Later than the takeover threshold: a redelivered task gets the first chance.
     cutoff = leases.interrupt_before()
+    # External runs have no worker: their own threshold (webapp/runs/external.py).
     stale = list(
-        Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff).values_list(
+        Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff, external=False).values_list(
             "pk", flat=True
         )
     )
@@ -979,7 +991,7 @@ def run_mark_stale_interrupted() -> int:
     for run_id in stale:
         with transaction.atomic():
             changed = Run.objects.filter(
-                pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=cutoff
+                pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=cutoff, external=False
             ).update(
                 status=Run.Status.INTERRUPTED, lease_owner="", finished_at=timezone.now(),
                 cancel_requested=False,

@@ -268,6 +268,9 @@ MODELS_DIR = env_path("ENVLAB_MODELS_DIR", VAR_DIR / "models")
 ENVLAB_HEARTBEAT_SECONDS = env_float("ENVLAB_HEARTBEAT_SECONDS", 2.0)
 ENVLAB_STALE_SECONDS = env_float("ENVLAB_STALE_SECONDS", 20.0)
 ENVLAB_INTERRUPT_SECONDS = env_float("ENVLAB_INTERRUPT_SECONDS", 45.0)
+# An external run (webapp/runs/external.py) that logged nothing for this long is interrupted by
+# the same sweep: its script is gone (a notebook closed, a job killed) or lost the lab for good.
+ENVLAB_EXTERNAL_STALE_SECONDS = env_float("ENVLAB_EXTERNAL_STALE_SECONDS", 3600.0)
 # How often beat sweeps stale runs, evaluations and jobs. Shorter than ENVLAB_INTERRUPT_SECONDS:
 # a sweep that finds its previous one more than 1.5 periods back knows the database (or beat)
 # was away, and waits ENVLAB_INTERRUPT_SECONDS before it trusts a stale heartbeat again.

@@ -42,15 +42,15 @@ from webapp.runs.services import (  # noqa: E402
     run_rewind,
     run_warmup_done,
 )
+from webapp.runs.telemetry.group_starts import GroupStartMeter, group_starts  # noqa: E402
+from webapp.runs.telemetry.health import HealthMonitor  # noqa: E402
 from webapp.runs.telemetry.record import LeaseLost, telemetry_record  # noqa: E402
 from webapp.settings.env import env_int  # noqa: E402
 from worker.datasets import episode_rows  # noqa: E402
 from worker.model_loading import load_causal_lm, lora_config  # noqa: E402
 from worker.training.checkpoint_save import AtomicCheckpoints, remove_leftovers  # noqa: E402
 from worker.training.distributed import RankGroup, peer_lost  # noqa: E402
-from worker.training.group_starts import GroupStartMeter, group_starts  # noqa: E402
 from worker.training.grpo_args import grpo_config_kwargs  # noqa: E402
-from worker.training.health import HealthMonitor  # noqa: E402
 from worker.training.lifecycle import (  # noqa: E402
     error_message,
     failure_class,
@@ -258,7 +258,7 @@ class TelemetryCallback(TrainerCallback):
 
     def _with_tool_metrics(self, step: int, logs: dict[str, Any]) -> dict[str, Any]:
         """`logs` with the step's per-tool counts (envs/adapters/toolstats.py) and mismatched groups
-        (worker/training/group_starts.py). Not in the end-of-training summary, logged at the last step again:
+        (webapp/runs/telemetry/group_starts.py). Not in the end-of-training summary, logged at the last step again:
         its zeros would replace that step's counts."""
         if "train_runtime" in logs or step == self._tool_step:
             return logs

@@ -248,6 +248,35 @@ class Client:
         """A run from its config (the lab's RunConfig); the answer carries `warnings`."""
         return self.request("POST", "runs/", json=dict(config))
 
+    def create_external_run(
+        self, name: str, *, config: Mapping[str, Any] | None = None, tags: list[str] | None = None,
+        model: str = "", max_steps: int = 0,
+    ) -> Run:
+        """A run trained outside the lab (your own script): running at once; log to it with `log`."""
+        body: dict[str, Any] = {"name": name, "model": model, "max_steps": max_steps}
+        if config is not None:
+            body["config"] = dict(config)
+        if tags:
+            body["tags"] = list(tags)
+        return self.request("POST", "runs/external/", json=body)
+
+    def log(
+        self, run_id: int, step: int, metrics: Mapping[str, float], rollouts: list[Mapping[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """One step of an external run: {name: number} and, optionally, rollouts
+        ({prompt, messages, rewards: {term: number}, reward, advantage}). A step sent again replaces its values."""
+        body: dict[str, Any] = {"step": step, "metrics": dict(metrics)}
+        if rollouts:
+            body["rollouts"] = [dict(row) for row in rollouts]
+        return self.request("POST", f"runs/{run_id}/log/", json=body)
+
+    def finish_run(self, run_id: int, status: str = "succeeded", error: str = "") -> Run:
+        """End an external run: "succeeded" or "failed" (with `error`)."""
+        body: dict[str, Any] = {"status": status}
+        if error:
+            body["error"] = error
+        return self.request("POST", f"runs/{run_id}/finish/", json=body)
+
     def launch_demo(self) -> Run:
         return self.request("POST", "runs/demo/")
 

@@ -1,5 +1,5 @@
 """Reset fingerprints (envs/adapters/base.py) and the groups whose completions started from
-different observations (worker/training/group_starts.py)."""
+different observations (webapp/runs/telemetry/group_starts.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from envs.adapters.base import ClipsToolText, clip_tool_text, reset_fingerprint
 from envs.adapters.router import router_class
-from worker.training.group_starts import GroupStartMeter, GroupStarts, group_starts
+from webapp.runs.telemetry.group_starts import GroupStartMeter, GroupStarts, group_starts
 
 
 class Dealer(ClipsToolText):

@@ -1,4 +1,4 @@
-"""Run health rules (worker/training/health.py): fed step logs, they raise and clear alerts."""
+"""Run health rules (webapp/runs/telemetry/health.py): fed step logs, they raise and clear alerts."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 
 from webapp.runs.config import AlertSettings, RunConfigError, parse_run_config
-from worker.training.group_starts import GroupStarts
-from worker.training.health import Alert, HealthMonitor
+from webapp.runs.telemetry.group_starts import GroupStarts
+from webapp.runs.telemetry.health import Alert, HealthMonitor
 
 HEALTHY = {
     "loss": 0.1, "grad_norm": 1.0, "reward": 0.5, "frac_reward_zero_std": 0.0,

@@ -267,9 +267,9 @@ def test_a_steps_mismatched_groups_are_stored_as_its_metrics_and_raise_the_alert
 
     from webapp.runs.config import AlertSettings
     from webapp.runs.models import RunEvent
+    from webapp.runs.telemetry.group_starts import group_starts
+    from webapp.runs.telemetry.health import HealthMonitor
     from webapp.runs.telemetry.series import run_metric_keys
-    from worker.training.group_starts import group_starts
-    from worker.training.health import HealthMonitor
     from worker.training.runner import TelemetryCallback
 
     sink = TelemetrySink(run_id=claimed_run.pk, lease_owner="lease-a", heartbeat_seconds=0.2)

@@ -70,7 +70,7 @@ def telemetry_record(
     # writes would; PostgreSQL refuses an upsert that names one row twice.
     points: dict[tuple[int, str], MetricPoint] = {}
     rollouts: list[Rollout] = []
-    alerts: list[RunEvent] = []  # run health (worker/training/health.py) and run events, in the order raised
+    alerts: list[RunEvent] = []  # run health (webapp/runs/telemetry/health.py) and run events, in the order raised
     last_step = 0
     shortened: dict[str, str] = {}  # stored key -> the full name it stands for
     for kind, payload in events:

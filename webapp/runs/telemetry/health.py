@@ -3,7 +3,8 @@
 Pure and cheap (a few comparisons per step, no I/O): the training callback feeds it each
 step's `logs` dict and the captured rollouts, and records what it returns as run events
 through the telemetry sink. An alert is raised once when its rule starts holding and
-cleared once when it stops holding.
+cleared once when it stops holding. For an external run (webapp/runs/external.py) the web
+process replays the rules over the run's last logged steps at each log.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from envs.adapters.tool_metrics import tool_call_names, tool_results
 from webapp.runs.config import AlertSettings
-from worker.training.group_starts import GroupStarts
+from webapp.runs.telemetry.group_starts import GroupStarts
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ def _finite(value: float | None) -> float | None:
 
 class HealthMonitor:
     """Feed `tool_results` with each generation batch's rollouts, `group_starts` with its
-    groups' starts (worker/training/group_starts.py) and `observe` with each step's logs; `observe`
+    groups' starts (webapp/runs/telemetry/group_starts.py) and `observe` with each step's logs; `observe`
     returns the alerts raised or cleared at that step. `stop` is the first raised alert whose
     kind the run's `stop_on` names."""
 
