@@ -52,9 +52,9 @@ def test_the_run_detail_lists_its_usable_checkpoints_by_step(api, trained):
     response = api.get(f"/api/runs/{trained.pk}/")
     assert response.status_code == 200
     assert response.json()["checkpoints"] == [
-        {"step": 0, "phase": "warmup", "created_at": "2023-11-14T22:13:20Z", "size_bytes": 2},
-        {"step": 5, "phase": "grpo", "created_at": "2023-11-14T22:13:25Z", "size_bytes": 104},
-        {"step": 10, "phase": "grpo", "created_at": "2023-11-14T22:13:30Z", "size_bytes": 204},
+        {"step": 0, "phase": "warmup", "created_at": "2023-11-14T22:13:20Z", "size_bytes": 2, "adapter": False},
+        {"step": 5, "phase": "grpo", "created_at": "2023-11-14T22:13:25Z", "size_bytes": 104, "adapter": False},
+        {"step": 10, "phase": "grpo", "created_at": "2023-11-14T22:13:30Z", "size_bytes": 204, "adapter": False},
     ]
     assert "checkpoints" not in api.get("/api/runs/").json()[0]  # lists do not read the disk
 
