@@ -4,10 +4,11 @@ watched by the command in the module's fixture, is shared by the tests that read
 
 The module's rows are made and read outside any test transaction: the web server and the
 worker, other processes, write the same database while the tests run, and a transactional
-test's flush would take the shared run with it. One test is marked `django_db` (pytest-django
-sets the test database up only for a session that holds such a test, and runs it first): a
-read-only one, since its transaction holds SQLite's write lock while it runs. The database
-is flushed after the module, as a transactional test leaves it."""
+test's flush would take the shared run with it. No test is marked `django_db`: the `web` and
+`worker` fixtures set the test database up, and pytest-django runs unmarked tests last, after
+every database test, so this module's live worker is not yet there to take the tasks that the
+database tests find queued in Redis (a marked test here ran first and started it for them).
+The database is flushed after the module, as a transactional test leaves it."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def lab(web, worker, echo_url, django_db_blocker, tmp_path_factory) -> Iterator[
     # Never the developer's own database: the module flushes the one it wrote to.
     name, test_name = str(connection.settings_dict["NAME"]), (connection.settings_dict.get("TEST") or {}).get("NAME")
     if name != str(test_name) if test_name else not name.startswith("test_"):
-        pytest.fail("the test database is not set up: select test_launch_watch_... too (it is marked django_db)")
+        pytest.fail("the test database is not set up (the web and worker fixtures set it up)")
     folder = tmp_path_factory.mktemp("envlab-cli")
     config_dir = folder / "config"
     try:
@@ -112,12 +113,10 @@ def test_login_stores_the_url_and_a_working_token_readable_by_its_user_alone(lab
     assert (answer.status_code, answer.json()["owner"]) == (200, "cli-owner")
 
 
-# The module's one django_db test: see the module's docstring.
-@pytest.mark.django_db
-def test_launch_watch_prints_one_line_per_step_and_exits_0_on_success(lab):
+def test_launch_watch_prints_one_line_per_step_and_exits_0_on_success(lab, django_db_blocker):
     from webapp.runs.models import Run
 
-    run = Run.objects.get(pk=lab.run_id)
+    run = _db_read(django_db_blocker, lambda: Run.objects.get(pk=lab.run_id))
     assert (lab.launch.returncode, run.status, run.step) == (0, "succeeded", MAX_STEPS), lab.launch.stderr
     lines = lab.launch.stdout.splitlines()
     steps = [line for line in lines if line.startswith("step ")]
