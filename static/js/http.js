@@ -41,6 +41,49 @@
     return parsed.pathname + parsed.search;
   }
 
+  // POST `body` as JSON with the form's CSRF token; resolves with {status, body} (body null when
+  // the answer is not JSON), rejects only when the request itself fails.
+  function postJson(url, body, csrfToken) {
+    return fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": csrfToken },
+      body: JSON.stringify(body),
+    }).then(function (response) {
+      return response.json().catch(function () { return null; }).then(function (answer) {
+        return { status: response.status, body: answer };
+      });
+    });
+  }
+
+  // An API refusal as one line: DRF's {"detail": ...} or {field: [messages]}; for textContent.
+  function refusalText(body) {
+    if (!body || typeof body !== "object") return "the request was refused";
+    if (body.detail) return String(body.detail);
+    return Object.keys(body).map(function (key) {
+      var value = body[key];
+      return key + ": " + (Array.isArray(value) ? value.join("; ") : String(value));
+    }).join(" · ");
+  }
+
+  // POST a request that starts a job (202 {id}) and open the job's page; otherwise say why in
+  // `status` (textContent) and enable `button` again.
+  function startJob(url, body, csrfToken, status, button) {
+    return postJson(url, body, csrfToken)
+      .then(function (answer) {
+        if (answer.status === 202 && answer.body && answer.body.id) {
+          window.location.assign("/jobs/" + encodeURIComponent(String(answer.body.id)) + "/");
+          return;
+        }
+        status.textContent = refusalText(answer.body);
+        button.disabled = false;
+      })
+      .catch(function () {
+        status.textContent = "the request failed; try again";
+        button.disabled = false;
+      });
+  }
+
   function sleep(ms) {
     return new Promise(function (resolve) {
       setTimeout(resolve, ms);
@@ -53,6 +96,9 @@
     getJson: getJson,
     getJsonOrNull: getJsonOrNull,
     sameOriginPath: sameOriginPath,
+    postJson: postJson,
+    refusalText: refusalText,
+    startJob: startJob,
     sleep: sleep,
   };
 })();

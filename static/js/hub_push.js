@@ -10,43 +10,11 @@
   var status = document.getElementById("hub-push-status");
   var button = document.getElementById("hub-push-button");
 
-  function csrf() {
-    var input = form.querySelector("input[name=csrfmiddlewaretoken]");
-    return input ? input.value : "";
-  }
-
-  function messages(body) {
-    if (!body || typeof body !== "object") return "the request was refused";
-    if (body.detail) return String(body.detail);
-    return Object.keys(body).map(function (key) {
-      var value = body[key];
-      return key + ": " + (Array.isArray(value) ? value.join("; ") : String(value));
-    }).join(" · ");
-  }
-
   form.addEventListener("submit", function (event) {
     event.preventDefault();
     button.disabled = true;
     status.textContent = "starting…";
-    fetch(form.dataset.api, {
-      method: "POST",
-      credentials: "same-origin",
-      headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": csrf() },
-      body: JSON.stringify({ repo_id: repo.value.trim(), private: isPrivate.checked })
-    })
-      .then(function (response) {
-        return response.json().catch(function () { return null; }).then(function (body) {
-          if (response.status === 202 && body && body.id) {
-            window.location.assign("/jobs/" + encodeURIComponent(String(body.id)) + "/");
-            return;
-          }
-          status.textContent = messages(body);
-          button.disabled = false;
-        });
-      })
-      .catch(function () {
-        status.textContent = "the request failed; try again";
-        button.disabled = false;
-      });
+    var token = form.querySelector("input[name=csrfmiddlewaretoken]").value;
+    window.envlab.http.startJob(form.dataset.api, { repo_id: repo.value.trim(), private: isPrivate.checked }, token, status, button);  // static/js/http.js
   });
 })();

@@ -9,20 +9,6 @@
   var status = document.getElementById("rescore-form-status");
   var button = document.getElementById("rescore-button");
 
-  function csrf() {
-    var input = form.querySelector("input[name=csrfmiddlewaretoken]");
-    return input ? input.value : "";
-  }
-
-  function messages(body) {
-    if (!body || typeof body !== "object") return "the request was refused";
-    if (body.detail) return String(body.detail);
-    return Object.keys(body).map(function (key) {
-      var value = body[key];
-      return key + ": " + (Array.isArray(value) ? value.join("; ") : String(value));
-    }).join(" · ");
-  }
-
   window.envlab.http.getJsonOrNull(form.dataset.recipes)
     .then(function (body) { return body || []; })
     .then(function (recipes) {
@@ -50,25 +36,7 @@
     if (!select.value) return;
     button.disabled = true;
     status.textContent = "starting…";
-    fetch(form.dataset.api, {
-      method: "POST",
-      credentials: "same-origin",
-      headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": csrf() },
-      body: JSON.stringify({ recipe: Number(select.value) })
-    })
-      .then(function (response) {
-        return response.json().catch(function () { return null; }).then(function (body) {
-          if (response.status === 202 && body && body.id) {
-            window.location.assign("/jobs/" + encodeURIComponent(String(body.id)) + "/");
-            return;
-          }
-          status.textContent = messages(body);
-          button.disabled = false;
-        });
-      })
-      .catch(function () {
-        status.textContent = "the request failed; try again";
-        button.disabled = false;
-      });
+    var token = form.querySelector("input[name=csrfmiddlewaretoken]").value;
+    window.envlab.http.startJob(form.dataset.api, { recipe: Number(select.value) }, token, status, button);  // static/js/http.js
   });
 })();
