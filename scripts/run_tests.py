@@ -19,7 +19,9 @@ POSTGRES_URL = os.environ.get("ENVLAB_TEST_POSTGRES_URL", "postgres://postgres@1
 # Whole-suite passes per database. After PostgreSQL, the SQLite pass runs only the tests that
 # can differ by engine: those with database access (pytest-django refuses it to the others:
 # environment servers, adapters, solvers, settings), and not the slow end-to-end training,
-# whose engine-dependent parts (leases, claims, telemetry writes) have their own fast tests.
+# whose engine-dependent parts (leases, claims, telemetry writes) have their own fast tests,
+# nor the headless-browser tests, which check what a page does with the API's answers: the
+# queries behind those answers are tested on both engines by the API tests.
 SQLITE_MARKERS = os.environ.get("ENVLAB_SQLITE_MARKERS", "")
 
 
@@ -82,8 +84,8 @@ def run_suites(argv: list[str], redis_env: dict[str, str]) -> int:
             print(f"PostgreSQL not reachable at {POSTGRES_URL}: running on SQLite only", flush=True)
     if which in ("both", "sqlite"):
         args = [PY, "-m", "pytest", *extra]
-        # Slow tests (minutes of training) do not differ by database: once is enough.
-        markers = SQLITE_MARKERS or ("not slow" if ran_postgres else "")
+        # Slow tests (minutes of training) and browser tests do not differ by database: once is enough.
+        markers = SQLITE_MARKERS or ("not slow and not browser" if ran_postgres else "")
         if markers:
             args += ["-m", markers]
         if ran_postgres:
