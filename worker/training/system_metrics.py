@@ -5,7 +5,7 @@
 extra; without it, no GPU metrics). With several training processes the first one samples
 (it holds the sink): its own process, and every GPU of the run's.
 
-A daemon thread samples every ENVLAB_SYSTEM_METRICS_SECONDS and hands the values to the sink
+A daemon thread samples every ENVLAB_SYSTEM_METRICS_SECONDS (and once more at the end) and hands the values to the sink
 at the last step done (the step the run page shows), without a wall time of its own: the
 step's wall time stays the one its training metrics logged. It never slows or stops
 training: the sink's queue takes the values without waiting, and any error is swallowed,
@@ -113,16 +113,22 @@ class SystemSampler:
         except Exception as exc:
             self._failed(exc)
             return
-        # The first sample soon, so that a short run has one; then every `interval`.
+        # The first sample soon, then every `interval`, and one more when training ends: a run
+        # shorter than the first wait (a warm worker trains a tiny model's steps in under a
+        # second) has one too, its CPU share measured over the whole run.
         wait = min(self.interval, 1.0)
         while not self._stop.wait(wait):
             wait = self.interval
-            try:
-                values = self.sample()
-                if values:
-                    self.record(values)
-            except Exception as exc:
-                self._failed(exc)
+            self._record_sample()
+        self._record_sample()
+
+    def _record_sample(self) -> None:
+        try:
+            values = self.sample()
+            if values:
+                self.record(values)
+        except Exception as exc:
+            self._failed(exc)
 
     def _failed(self, exc: BaseException) -> None:
         self.errors += 1

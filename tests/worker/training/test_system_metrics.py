@@ -38,6 +38,18 @@ def test_the_sampler_records_this_processs_cpu_memory_and_threads():
     assert sampler.errors == 0
 
 
+def test_a_run_shorter_than_the_first_wait_still_gets_one_sample_at_its_end():
+    samples: list[dict[str, float]] = []
+    sampler = SystemSampler(samples.append, interval=30.0, gpus=False)  # first wait: 1 s
+
+    sampler.start()
+    time.sleep(0.2)
+    sampler.stop()
+
+    assert len(samples) == 1 and not sampler._thread.is_alive()
+    assert set(samples[0]) == {"system/cpu_percent", "system/rss_gib", "system/process_threads"}
+
+
 def test_an_interval_of_zero_turns_it_off():
     sampler = SystemSampler(lambda values: None, interval=0, gpus=False)
     sampler.start()
