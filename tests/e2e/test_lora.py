@@ -14,7 +14,8 @@ from webapp.runs.models import Run, RunEvent
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-MAX_STEPS = 4
+# Long enough that the cancel sent after the first checkpoint lands before the last step.
+MAX_STEPS = 8
 
 
 def test_a_lora_run_saves_adapters_resumes_from_one_and_an_evaluation_plays_it(

@@ -9,13 +9,18 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.db import connection
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LOG_DIR = REPO_ROOT / "var" / "test-logs"
+# The Celery queues the tests' workers take (start_worker's default).
+TASK_QUEUES = ("train", "default")
+# Every worker start_worker started in this session, in order (a stopped one is skipped by frozen_workers).
+WORKERS: list[Service] = []
 
 
 def test_database_url() -> str:
@@ -135,7 +140,37 @@ def start_worker(name: str = "worker", *, queues: str = "train,default", **env: 
         service_env(**env),
     )
     service.wait_until(lambda: worker_ready(service), 60, "'ready.'")
+    WORKERS.append(service)
     return service
+
+
+def purge_task_queues() -> int:
+    """Drop the tasks waiting in the tests' queues (only those, not Redis's other keys); how many."""
+    from webapp import celery_app
+
+    with celery_app.connection_for_write() as connection:
+        return sum(connection.default_channel.queue_purge(queue) or 0 for queue in TASK_QUEUES)
+
+
+@contextmanager
+def frozen_workers() -> Iterator[list[Service]]:
+    """Every live worker of this session stopped in place (SIGSTOP to its process group: the
+    worker and the processes it trains in) while a test looks at queued work that a worker
+    would otherwise claim at once. On the way out the tasks the test queued are purged
+    before the workers go on. A frozen worker's pending read may already hold one of them:
+    a test that leaves work claimable (a queued run) withdraws it before it ends."""
+    live = [service for service in WORKERS if service.process.poll() is None]
+    for service in live:
+        os.killpg(service.process.pid, signal.SIGSTOP)
+    try:
+        yield live
+    finally:
+        try:
+            purge_task_queues()
+        finally:
+            for service in live:
+                if service.process.poll() is None:
+                    os.killpg(service.process.pid, signal.SIGCONT)
 
 
 def worker_ready(service: Service, after: int = 0) -> bool:

@@ -16,6 +16,17 @@ from webapp.evaluations.services import evaluation_claim, evaluation_create
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def _no_heartbeat_inside_a_test_transaction(request, settings):
+    """The player's heartbeat thread renews the lease on a connection of its own, which cannot
+    see the rows a non-transactional test has not committed: its first beat (1 s in the test
+    settings) would call the lease lost in any evaluation that plays longer (on PostgreSQL; a
+    cold process loads torch and the model for longer than that). Those tests are about play,
+    so their heartbeat waits out the test; the lease is the transactional tests' subject."""
+    if not request.node.get_closest_marker("django_db").kwargs.get("transaction"):
+        settings.ENVLAB_HEARTBEAT_SECONDS = 3600.0
+
+
 @pytest.fixture(scope="module")
 def demo_echo() -> str:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -129,7 +140,9 @@ def test_catch_table_has_its_columns_from_the_episode_attributes(api, owner, cat
 # Committed rows: the player's heartbeat thread renews the lease on a connection of its own,
 # which would not see an uncommitted evaluation and would call the lease lost.
 @pytest.mark.django_db(transaction=True)
-def test_a_stale_lease_is_taken_over_and_stored_episodes_are_kept(api, owner, echo_url):
+def test_a_stale_lease_is_taken_over_and_stored_episodes_are_kept(api, owner, echo_url, frozen_workers):
+    # The claims here are the test's own: a live worker of the session (from earlier end-to-end
+    # tests) would claim the queued evaluation first, so it is frozen for this test.
     from django.utils import timezone
 
     from webapp.evaluations.services import evaluation_mark_stale_failed, evaluation_record_episode
