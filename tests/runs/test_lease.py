@@ -56,6 +56,25 @@ def test_stale_heartbeat_is_taken_over(run, settings):
     ]
 
 
+def test_a_claim_at_the_staleness_boundary_is_a_takeover_or_nothing(run, monkeypatch):
+    """The clock read a little later for each question (as it is): a heartbeat that goes stale
+    between two readings made a takeover look like a first claim (CI: a killed worker's run
+    resumed with a 'claimed' event and no 'taken_over')."""
+    from webapp.core import leases
+
+    run_claim(run_id=run.pk, lease_owner="a", worker_name="w1")
+    beat = Run.objects.get(pk=run.pk).heartbeat_at
+    readings = iter([beat - timedelta(milliseconds=2), beat - timedelta(milliseconds=1)])
+    later = beat + timedelta(milliseconds=1)
+    monkeypatch.setattr(leases, "stale_before", lambda seconds=None: next(readings, later))
+
+    claim = run_claim(run_id=run.pk, lease_owner="b", worker_name="w2")
+    assert claim.outcome == "busy"  # not stale at this claim's one cutoff: not claimed at all
+    claim = run_claim(run_id=run.pk, lease_owner="b", worker_name="w2")
+    assert (claim.outcome, claim.takeover) == ("claimed", True)
+    assert list(RunEvent.objects.filter(run=run).values_list("kind", flat=True)) == ["claimed", "taken_over"]
+
+
 def test_finished_runs_are_not_claimed(run):
     run_claim(run_id=run.pk, lease_owner="a", worker_name="w1")
     assert run_finish(run_id=run.pk, lease_owner="a", status="succeeded", step=10) is True

@@ -33,12 +33,14 @@ def interrupt_before() -> datetime:
     return stale_before(settings.ENVLAB_INTERRUPT_SECONDS)
 
 
-def claimable(model: type[Model]) -> Q:
-    """Rows a worker may claim: queued, or running under a stale (or no) heartbeat."""
+def claimable(model: type[Model], *, before: datetime | None = None) -> Q:
+    """Rows a worker may claim: queued, or running under a heartbeat older than `before`
+    (default: stale now) or none. A caller that also asks whether the row was running passes
+    one `before` to both questions, so that the two agree at the staleness boundary."""
     running = model.Status.RUNNING  # type: ignore[attr-defined]
     return (
         Q(status=model.Status.QUEUED)  # type: ignore[attr-defined]
-        | Q(status=running, heartbeat_at__lt=stale_before())
+        | Q(status=running, heartbeat_at__lt=before or stale_before())
         | Q(status=running, heartbeat_at__isnull=True)
     )
 

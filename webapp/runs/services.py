@@ -787,15 +787,19 @@ def run_claim(*, run_id: int, lease_owner: str, worker_name: str, task_id: str =
         # does not start again (security review N10); its checkpoints stay.
         return Claim("done", Run.objects.filter(pk=run_id).first())
     with transaction.atomic():
+        # One cutoff for both questions: a message that waits out a dead worker's lease claims at
+        # the moment it goes stale, when two readings of the clock could disagree (a takeover
+        # recorded as a first claim).
+        cutoff = leases.stale_before()
         was_running = Run.objects.filter(
-            pk=run_id, status=Run.Status.RUNNING, heartbeat_at__lt=leases.stale_before()
+            Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True), pk=run_id, status=Run.Status.RUNNING
         ).exists()
         if not was_running:
             full = _sessions_short(run_id)
             if full is not None:
                 _note_waiting(run_id, full)
                 return Claim("full", Run.objects.filter(pk=run_id).first())
-        changed = Run.objects.filter(leases.claimable(Run), pk=run_id).update(
+        changed = Run.objects.filter(leases.claimable(Run, before=cutoff), pk=run_id).update(
             status=Run.Status.RUNNING,
             lease_owner=lease_owner,
             worker_name=worker_name[:200],
