@@ -340,8 +340,11 @@ dist.barrier()
 listening = sorted({c.laddr.ip for c in psutil.Process().net_connections(kind="inet") if c.status == "LISTEN"})
 folder = os.path.dirname(os.environ["ENVLAB_RENDEZVOUS_FILE"])
 mode = stat.S_IMODE(os.stat(folder).st_mode)
-print(json.dumps({"rank": rank, "box": box[0], "gathered": gathered, "listening": listening,
-                  "folder": folder, "mode": oct(mode), "master": os.environ.get("MASTER_ADDR")}), flush=True)
+# One write per line (unbuffered, print writes the text and its newline apart, and the two
+# processes' lines ran together).
+sys.stdout.write(json.dumps({"rank": rank, "box": box[0], "gathered": gathered, "listening": listening,
+                             "folder": folder, "mode": oct(mode), "master": os.environ.get("MASTER_ADDR")}) + "\\n")
+sys.stdout.flush()
 dist.barrier()
 dist.destroy_process_group()
 """
