@@ -97,7 +97,7 @@ class BundledSpec:
     # The prompt of an evaluation or dry run that gives none; None: the request must give one.
     prompt: str | None = None
     columns: tuple[Column, ...] = ()
-    # static/js/replay/<renderer>.js draws its board; None: the plain transcript.
+    # webapp/static/js/replay/<renderer>.js draws its board; None: the plain transcript.
     renderer: str | None = None
 
 

@@ -109,7 +109,7 @@ def test_the_smoothing_is_weighted_by_step_distance(browser):
 
     page = browser.new_page()
     page.set_content("<html><body></body></html>")
-    page.add_script_tag(path=str(Path(__file__).resolve().parents[2] / "static" / "js" / "run_charts.js"))
+    page.add_script_tag(path=str(Path(__file__).resolve().parents[2] / "webapp" / "static" / "js" / "run_charts.js"))
     gaps, long_run, short_run = page.evaluate(
         """() => {
             const f = (s) => 1 - Math.exp(-s / 200) + 0.3 * Math.sin(s / 60);

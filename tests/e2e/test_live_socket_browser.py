@@ -1,4 +1,4 @@
-"""static/js/live_socket.js in headless Chromium (Debian's package), on the environment console
+"""webapp/static/js/live_socket.js in headless Chromium (Debian's package), on the environment console
 against the real ASGI server and the real echo server. Playwright's WebSocket route sits
 between the page and the server, passing every message through, so that the test can drop a
 connection with the close code it needs: a drop is reconnected, a refusal code is final."""

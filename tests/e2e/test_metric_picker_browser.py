@@ -51,7 +51,7 @@ def _push_in_thread(run_id: int, steps: range, extra: dict[str, float] | None = 
 
 
 def _ema(values: list[float], weight: float, *, span: int = 20) -> list[float]:
-    """static/js/run_charts.js's smoothing of values logged at steps 1, 2, ...: an exponential
+    """webapp/static/js/run_charts.js's smoothing of values logged at steps 1, 2, ...: an exponential
     moving average weighted by step distance (weight^(distance * 100 / span) per gap), of the
     series drawn as straight lines between its points, starting at the first value."""
     out = [values[0]]

@@ -925,8 +925,8 @@ def test_plotly_js_is_served_from_the_package_with_long_caching(client: Client) 
 
 
 def test_templates_and_scripts_never_bypass_escaping() -> None:
-    templates = list((REPO / "templates").rglob("*.html"))
-    scripts = list((REPO / "static").rglob("*.js"))
+    templates = list((REPO / "webapp" / "templates").rglob("*.html"))
+    scripts = list((REPO / "webapp" / "static").rglob("*.js"))
     assert templates and scripts
     for path in templates:
         text = path.read_text()

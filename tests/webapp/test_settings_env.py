@@ -132,3 +132,15 @@ def test_a_bad_value_stops_django_setup_naming_the_variable_and_the_value(
     )
     assert (run.returncode, run.stdout) == (1, "")
     assert run.stderr.strip().splitlines()[-1] == f"webapp.settings.env.EnvironmentVariableError: {message}"
+
+
+def test_state_defaults_to_the_clones_var_or_else_the_users_data_folder(tmp_path, monkeypatch):
+    from webapp.settings.env import default_var_dir
+
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / "manage.py").write_text("")
+    assert default_var_dir(clone) == clone / "var"
+    # Installed: site-packages has no manage.py; platformdirs follows XDG_DATA_HOME on Linux.
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert default_var_dir(tmp_path / "site-packages") == tmp_path / "data" / "envlab"

@@ -65,7 +65,7 @@ from webapp.runs.workers import run_waiting_reason
 
 HOME_RUNS = 50
 # Rollouts rendered with the page (what shows without scripts); the live script replaces
-# them with its virtualised list (static/js/rollout_list.js), which pages in the others.
+# them with its virtualised list (webapp/static/js/rollout_list.js), which pages in the others.
 PAGE_ROLLOUTS = 20
 METRIC_POINTS = 2000
 FORM_GROUPS = (
@@ -311,7 +311,7 @@ def _number(value: Any) -> str:
 
 
 def rollout_view(rollout: Rollout) -> dict[str, Any]:
-    """A rollout as the transcript feed shows it (static/js/run_live.js renders the same)."""
+    """A rollout as the transcript feed shows it (webapp/static/js/run_live.js renders the same)."""
     rewards = rollout.rewards if isinstance(rollout.rewards, dict) else {}
     return {
         "seq": rollout.seq,

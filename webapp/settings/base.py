@@ -9,13 +9,23 @@ from typing import Any
 import dj_database_url
 
 import envs
-from webapp.settings.env import env_bool, env_float, env_int, env_list, env_path, env_str
+from webapp.settings.env import (
+    default_var_dir,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_path,
+    env_str,
+)
 
 # Before anything imports openenv: its Gradio page is off in the lab's processes (envs/__init__.py).
 envs.skip_openenv_web_ui()
 
+# The folder that holds webapp/, worker/ and envs/: a clone's root, or site-packages when installed.
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
-VAR_DIR = env_path("ENVLAB_VAR_DIR", BASE_DIR / "var")
+WEBAPP_DIR = BASE_DIR / "webapp"  # its pages (templates/) and scripts and styles (static/) ship inside
+VAR_DIR = env_path("ENVLAB_VAR_DIR", default_var_dir(BASE_DIR))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = False
@@ -77,7 +87,7 @@ ASGI_APPLICATION = "webapp.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [WEBAPP_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -118,7 +128,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [WEBAPP_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

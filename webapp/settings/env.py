@@ -69,6 +69,18 @@ def env_path(name: str, default: Path) -> Path:
     return default if value is None else Path(value)
 
 
+def default_var_dir(base: Path) -> Path:
+    """Where the lab keeps its state (database, runs, models, logs) when ENVLAB_VAR_DIR is not
+    set: the clone's `var/` when the code runs from a checkout (manage.py beside webapp/),
+    else, installed from a wheel, the user's data folder (platformdirs: ~/.local/share/envlab
+    on Linux, honouring XDG_DATA_HOME), never site-packages."""
+    if (base / "manage.py").is_file():
+        return base / "var"
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("envlab", appauthor=False))
+
+
 def env_list(name: str, default: str = "") -> list[str]:
     """A comma-separated list; blanks around and between items are dropped."""
     return [item.strip() for item in env_str(name, default).split(",") if item.strip()]

@@ -1,7 +1,7 @@
 """The composer's pages: a new recipe, or one version of yours.
 
 A recipe is its owner's alone: anyone else gets a 404, as from the API. The composer is a
-script (static/js/composer.js) over the recipes API; the page embeds what it starts from.
+script (webapp/static/js/composer.js) over the recipes API; the page embeds what it starts from.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def run_compare(request: HttpRequest) -> HttpResponse:
         "diff": [{"key": item["key"], "values": [_shown(v) for v in item["values"]]} for item in diff],
         "plotly_url": plotly_url(),
         "compare_page": {
-            # Smoothing's step scale (static/js/run_charts.js): the longest of the runs.
+            # Smoothing's step scale (webapp/static/js/run_charts.js): the longest of the runs.
             "span": max((run.max_steps for run in runs), default=0),
             "max_smoothing": MAX_SMOOTHING,
             # While one of the runs trains, the page re-reads the same comparison from the API.

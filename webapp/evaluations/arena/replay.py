@@ -1,9 +1,9 @@
 """The replay viewer: one stored episode (a training rollout or an evaluation episode) played
-back turn by turn in the browser (static/js/replay/).
+back turn by turn in the browser (webapp/static/js/replay/).
 
 The page embeds the stored episode as JSON (`json_script`) and the JavaScript draws it; the
 episode is never re-run. The renderer is the one the environment's lab spec names
-(`static/js/replay/<renderer>.js`), else the plain transcript.
+(`webapp/static/js/replay/<renderer>.js`), else the plain transcript.
 """
 
 from __future__ import annotations

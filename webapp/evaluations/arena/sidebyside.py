@@ -1,5 +1,5 @@
 """Side by side (the arena): 2-4 stored evaluation episodes of one environment on the same
-episode seed, played back in synchronised columns (static/js/replay/sidebyside.js).
+episode seed, played back in synchronised columns (webapp/static/js/replay/sidebyside.js).
 
 A column is named by `<evaluation id>:<model index>:<episode index>`, so a page's URL stays
 the same while an episode is still being played: a column whose evaluation is active shows

@@ -2,7 +2,7 @@
 
 Each chart says which metric keys it plots: `always` keys get a trace even before data
 arrives, and keys that fully match one of `patterns` get one when first seen. The live
-page (static/js/run_live.js) reads the same `match` rules and trace style from this
+page (webapp/static/js/run_live.js) reads the same `match` rules and trace style from this
 output, so the assignment of keys to charts lives here only.
 """
 

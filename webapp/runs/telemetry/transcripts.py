@@ -1,5 +1,5 @@
 """Transcript messages as the pages show them: role, name, plain-text content and tool calls
-with their arguments as compact JSON (the run page's feed, static/js/rollout_list.js, writes the
+with their arguments as compact JSON (the run page's feed, webapp/static/js/rollout_list.js, writes the
 same). Pure: the run page and the prompt timeline share it; templates escape the text."""
 
 from __future__ import annotations

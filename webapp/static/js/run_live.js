@@ -21,7 +21,7 @@
   var chartSpecs = JSON.parse(document.getElementById("run-charts").textContent);
 
   var NO_RETRY_CODES = { 4401: "not logged in", 4404: "run not found" };
-  var socket = null; // static/js/live_socket.js, opened once the page is drawn
+  var socket = null; // webapp/static/js/live_socket.js, opened once the page is drawn
   var ROLLOUT_PAGE = 200;
   var FLUSH_MS = 100;
 
@@ -48,7 +48,7 @@
 
   // --- small helpers -----------------------------------------------------------------
 
-  var dom = window.envlab.dom, http = window.envlab.http; // static/js/dom.js, http.js
+  var dom = window.envlab.dom, http = window.envlab.http; // webapp/static/js/dom.js, http.js
   var el = dom.el, byId = dom.byId, setText = dom.setText;
   var getJson = http.getJson, sameOriginPath = http.sameOriginPath, sleep = http.sleep;
 
@@ -678,7 +678,7 @@
   }
 
   // --- rollouts -------------------------------------------------------------------------
-  // The transcript list is static/js/rollout_list.js (virtualised, paged per step); this
+  // The transcript list is webapp/static/js/rollout_list.js (virtualised, paged per step); this
   // script feeds it the live rollouts, read in order after the last one it was given.
 
   var feed = byId("rollouts");

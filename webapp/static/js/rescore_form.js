@@ -37,6 +37,6 @@
     button.disabled = true;
     status.textContent = "starting…";
     var token = form.querySelector("input[name=csrfmiddlewaretoken]").value;
-    window.envlab.http.startJob(form.dataset.api, { recipe: Number(select.value) }, token, status, button);  // static/js/http.js
+    window.envlab.http.startJob(form.dataset.api, { recipe: Number(select.value) }, token, status, button);  // webapp/static/js/http.js
   });
 })();

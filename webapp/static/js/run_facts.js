@@ -43,7 +43,7 @@
   });
   eventsList.dataset.lastEvent = String(lastEventId);
 
-  var dom = window.envlab.dom, http = window.envlab.http; // static/js/dom.js, http.js
+  var dom = window.envlab.dom, http = window.envlab.http; // webapp/static/js/dom.js, http.js
   var el = dom.el, byId = dom.byId, setText = dom.setText;
   var HttpError = http.HttpError, getJson = http.getJson, sameOriginPath = http.sameOriginPath, sleep = http.sleep;
 

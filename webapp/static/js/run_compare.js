@@ -1,7 +1,7 @@
 /*
  * The run comparison page: one chart per metric, each the server's figure JSON (trace names
  * are plain text; grouped, each group is a band and its mean line). Smoothing and log scale
- * are the run page's (static/js/run_charts.js): the same step-weighted smoothing, kept in the
+ * are the run page's (webapp/static/js/run_charts.js): the same step-weighted smoothing, kept in the
  * URL (`smoothing=`, `log=1`, `x=wall_time`: ungrouped only) so a reload or a shared link shows the same. While one of the
  * runs trains, the page re-reads the same comparison from the API.
  *

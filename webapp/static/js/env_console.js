@@ -25,11 +25,11 @@
   };
   var MAX_LOG_ENTRIES = 500;
 
-  var state = { socket: null, ready: false, prompt: null }; // socket: static/js/live_socket.js
+  var state = { socket: null, ready: false, prompt: null }; // socket: webapp/static/js/live_socket.js
 
   // --- small helpers -----------------------------------------------------------------
 
-  var el = window.envlab.dom.el, byId = window.envlab.dom.byId; // static/js/dom.js
+  var el = window.envlab.dom.el, byId = window.envlab.dom.byId; // webapp/static/js/dom.js
 
   function show(value) {
     if (typeof value === "string") return value;

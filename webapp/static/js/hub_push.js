@@ -15,6 +15,6 @@
     button.disabled = true;
     status.textContent = "starting…";
     var token = form.querySelector("input[name=csrfmiddlewaretoken]").value;
-    window.envlab.http.startJob(form.dataset.api, { repo_id: repo.value.trim(), private: isPrivate.checked }, token, status, button);  // static/js/http.js
+    window.envlab.http.startJob(form.dataset.api, { repo_id: repo.value.trim(), private: isPrivate.checked }, token, status, button);  // webapp/static/js/http.js
   });
 })();

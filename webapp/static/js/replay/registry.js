@@ -4,7 +4,7 @@
 // `view` is { episode, turns, index, initialText }; turns[i] (i >= 1) has `calls`
 // [{name, arguments}], `results` [{name, text, error}], `text` and `think`.
 // Every piece of model or environment text goes through textContent (el, from
-// static/js/dom.js), never parsed as HTML: it is untrusted.
+// webapp/static/js/dom.js), never parsed as HTML: it is untrusted.
 (function () {
   "use strict";
   var renderers = {};

@@ -1,5 +1,5 @@
 /*
- * Chart helpers for the live run page (static/js/run_live.js uses them): TensorBoard-style
+ * Chart helpers for the live run page (webapp/static/js/run_live.js uses them): TensorBoard-style
  * smoothing, step -> wall time, the metric picker, per-chart controls and the user's
  * layout, saved on the server (PUT /api/account/run-layout/).
  *

@@ -31,7 +31,7 @@
     error.textContent = job.error || "";
     error.hidden = !job.error;
     var result = job.result;
-    if (job.kind === "rescore" && window.envlabRescore) window.envlabRescore(job);  // static/js/rescore.js
+    if (job.kind === "rescore" && window.envlabRescore) window.envlabRescore(job);  // webapp/static/js/rescore.js
     if (job.kind === "hub_push" && result) {
       byId("hub-push-result").hidden = false;
       byId("hub-push-rows").textContent = String(result.rows);
