@@ -1,8 +1,7 @@
 """envlab_client.Client's plumbing: lists in every paging shape, errors worded as the API
-worded them, and the stored login. The lab itself is driven by tests/e2e/test_envlab_cli.py;
-here a small HTTP server of the test's own answers with the shapes the lab serves, and with
-the `{count, next, previous, results}` page the lab's lists will answer with `limit`/`offset`
-(not served by any list yet, so it cannot be had from the real lab)."""
+worded them, and the stored login. The lab itself is driven by tests/e2e/test_envlab_cli.py
+(and its paging by tests/api/test_paging.py); here a small HTTP server of the test's own
+answers with the shapes the lab serves, a capped bare list's `Link` header included."""
 
 from __future__ import annotations
 
@@ -18,16 +17,18 @@ import pytest
 from envlab_client import Client, EnvlabError
 from envlab_client.config import load_login, save_login
 
-ROUTES: dict[str, tuple[int, Any]] = {}
+ROUTES: dict[str, tuple[Any, ...]] = {}
 SEEN: list[tuple[str, str, str | None]] = []
 
 
 class Handler(BaseHTTPRequestHandler):
     def _answer(self) -> None:
         SEEN.append((self.command, self.path, self.headers.get("Authorization")))
-        status, body = ROUTES.get(self.path, (404, {"detail": "Not found."}))
+        status, body, *headers = ROUTES.get(self.path, (404, {"detail": "Not found."}))
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
+        for name, value in (headers[0] if headers else {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json" if not isinstance(body, bytes) else "text/html")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -64,6 +65,16 @@ def test_a_count_page_is_followed_through_next_without_repeating_the_query(lab):
                                                    "results": [{"id": 7}]})
     assert Client(lab, "t0k").runs(limit=2) == [{"id": 9}, {"id": 8}, {"id": 7}]
     assert [path for _, path, _ in SEEN] == ["/api/runs/?limit=2", "/api/runs/?limit=2&offset=2"]
+
+
+def test_a_capped_bare_list_is_followed_through_its_link_header(lab):
+    ROUTES["/api/runs/?tag=a"] = (200, [{"id": 9}, {"id": 8}], {
+        "X-Total-Count": "3", "Link": f'<{lab}/api/runs/?tag=a&limit=2&offset=2>; rel="next"',
+    })
+    ROUTES["/api/runs/?tag=a&limit=2&offset=2"] = (200, {"count": 3, "next": None, "previous": None,
+                                                         "results": [{"id": 7}]})
+    assert Client(lab, "t0k").runs(tag="a") == [{"id": 9}, {"id": 8}, {"id": 7}]
+    assert [path for _, path, _ in SEEN] == ["/api/runs/?tag=a", "/api/runs/?tag=a&limit=2&offset=2"]
 
 
 def test_rollout_pages_are_followed(lab):

@@ -25,6 +25,7 @@ from webapp.accounts.secrets import (
     user_secrets_status,
 )
 from webapp.accounts.tokens import TokenLimitReached, token_limit_error, user_token_create
+from webapp.core.paging import PAGE_PARAMETERS, list_or_page, list_or_page_schema
 
 
 class TokenIn(serializers.Serializer):
@@ -105,10 +106,10 @@ class TokenListApi(APIView):
         self.throttle_scope = "login" if self.request.method == "POST" else None
         return super().get_throttles()
 
-    @extend_schema(responses=TokenInfoOut(many=True))
+    @extend_schema(parameters=PAGE_PARAMETERS, responses=list_or_page_schema(TokenInfoOut, "TokenInfo"))
     def get(self, request: Request) -> Response:
         tokens = AuthToken.objects.filter(user=request.user).select_related("label").order_by("-created")
-        return Response(TokenInfoOut(tokens, many=True).data)
+        return list_or_page(request, tokens, lambda rows: TokenInfoOut(rows, many=True).data)
 
     @extend_schema(request=NamedTokenIn, responses={201: NamedTokenOut})
     def post(self, request: Request) -> Response:
@@ -132,9 +133,11 @@ class TokenRevokeApi(APIView):
 
 
 class SecretListApi(APIView):
-    @extend_schema(responses=SecretOut(many=True))
+    @extend_schema(parameters=PAGE_PARAMETERS, responses=list_or_page_schema(SecretOut, "Secret"))
     def get(self, request: Request) -> Response:
-        return Response(SecretOut(user_secrets_status(user=request.user), many=True).data)
+        return list_or_page(
+            request, list(user_secrets_status(user=request.user)), lambda rows: SecretOut(rows, many=True).data
+        )
 
 
 def _known(name: str) -> str:

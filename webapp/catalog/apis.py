@@ -43,6 +43,7 @@ from webapp.catalog.snapshot import (
     catalog_snapshot_too_big,
     catalog_snapshots_visible_to,
 )
+from webapp.core.paging import PAGE_PARAMETERS, list_or_page, list_or_page_schema
 from webapp.core.parsers import EnvlabJSONParser as JSONParser
 from webapp.core.throttles import WriteThrottled
 
@@ -55,13 +56,17 @@ def _controlled_environment(request: Request, pk: int) -> Environment:
     return environment_for(user=request.user, pk=pk, control=True)
 
 
+# The snapshots list without `limit`/`offset`: at most this many, with a Link to the rest.
+SNAPSHOTS_LIST_CAP = 100
+
+
 class EnvironmentListApi(WriteThrottled, APIView):
     write_throttle_scope = "register"
 
-    @extend_schema(responses=EnvironmentOut(many=True))
+    @extend_schema(parameters=PAGE_PARAMETERS, responses=list_or_page_schema(EnvironmentOut, "Environment"))
     def get(self, request: Request) -> Response:
         environments = environments_visible_to(user=request.user)
-        return Response(EnvironmentOut(environments, many=True).data)
+        return list_or_page(request, environments, lambda rows: EnvironmentOut(rows, many=True).data)
 
     @extend_schema(request=EnvironmentIn, responses={201: EnvironmentRegisteredOut})
     def post(self, request: Request) -> Response:
@@ -142,10 +147,16 @@ def _snapshot_bytes(data: dict) -> tuple[bytes, str]:
 class CatalogSnapshotListApi(APIView):
     parser_classes = [JSONParser, MultiPartParser, FormParser]
 
-    @extend_schema(responses=CatalogSnapshotOut(many=True))
+    @extend_schema(
+        parameters=PAGE_PARAMETERS,
+        responses=list_or_page_schema(CatalogSnapshotOut, "CatalogSnapshot", cap=SNAPSHOTS_LIST_CAP),
+    )
     def get(self, request: Request) -> Response:
-        snapshots = catalog_snapshots_visible_to(user=request.user)[:100]
-        return Response(CatalogSnapshotOut(snapshots, many=True, context={"request": request}).data)
+        return list_or_page(
+            request, catalog_snapshots_visible_to(user=request.user),
+            lambda rows: CatalogSnapshotOut(rows, many=True, context={"request": request}).data,
+            cap=SNAPSHOTS_LIST_CAP,
+        )
 
     @extend_schema(request=CatalogSnapshotIn, responses={201: CatalogSnapshotOut})
     def post(self, request: Request) -> Response:

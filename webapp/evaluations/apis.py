@@ -8,15 +8,23 @@ from typing import Any
 
 from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
 from webapp.core.export import FORMATS as EXPORT_FORMATS
 from webapp.core.export import MEDIA_TYPES, StreamedExportApi
+from webapp.core.paging import (
+    PAGE_PARAMETERS,
+    list_or_page,
+    list_or_page_schema,
+    page_serializer,
+    wants_page,
+)
 from webapp.core.params import int_param
 from webapp.core.throttles import WriteThrottled
 from webapp.evaluations.config import EvaluationRequest
@@ -42,6 +50,8 @@ MAX_PAGE_SIZE = 100
 CHANGE_REFUSAL = (
     "only the evaluation's owner, or a user with evaluations.change_evaluation, may cancel it"
 )
+# The evaluations list without `limit`/`offset`: at most this many, with a Link to the rest.
+EVALUATIONS_LIST_CAP = 200
 
 
 class EvaluationOut(serializers.ModelSerializer):
@@ -143,10 +153,14 @@ def visible_evaluation(request: Any, pk: int) -> Evaluation:
 class EvaluationListApi(WriteThrottled, APIView):
     write_throttle_scope = "launch"
 
-    @extend_schema(responses=EvaluationOut(many=True))
+    @extend_schema(
+        parameters=PAGE_PARAMETERS, responses=list_or_page_schema(EvaluationOut, "Evaluation", cap=EVALUATIONS_LIST_CAP)
+    )
     def get(self, request: Request) -> Response:
-        evaluations = evaluations_visible_to(user=request.user)[:200]
-        return Response(EvaluationOut(evaluations, many=True).data)
+        return list_or_page(
+            request, evaluations_visible_to(user=request.user), lambda rows: EvaluationOut(rows, many=True).data,
+            cap=EVALUATIONS_LIST_CAP,
+        )
 
     @extend_schema(request=EvaluationRequest, responses={201: EvaluationDetailOut})
     def post(self, request: Request) -> Response:
@@ -169,28 +183,49 @@ class EvaluationCancelApi(APIView):
         return Response(EvaluationOut(evaluation_request_cancel(evaluation=evaluation)).data)
 
 
+class EpisodePageV1Out(serializers.Serializer):
+    """Episodes by `page` and `page_size` (the v1 shape), with the one shape's links."""
+
+    count = serializers.IntegerField(help_text="Episodes that match, on every page.")
+    next = serializers.CharField(allow_null=True, help_text="The next page's URL; null on the last page.")
+    previous = serializers.CharField(allow_null=True, help_text="The previous page's URL; null on the first.")
+    page = serializers.IntegerField()
+    page_size = serializers.IntegerField()
+    results = EpisodeOut(many=True)
+
+
 class EvaluationEpisodesApi(APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter(
                 "model", int, description="Only this model's episodes (its index in `models`)."
             ),
-            OpenApiParameter("page", int),
+            OpenApiParameter("page", int, description="Without `limit`/`offset`: the page, from 1."),
             OpenApiParameter("page_size", int, description=f"At most {MAX_PAGE_SIZE}."),
+            *PAGE_PARAMETERS,
         ],
-        responses=EpisodeOut(many=True),
+        responses=PolymorphicProxySerializer(
+            component_name="EpisodePageOrLimitPage",
+            serializers=[EpisodePageV1Out, page_serializer(EpisodeOut, "Episode")],
+            resource_type_field_name=None,
+        ),
     )
     def get(self, request: Request, pk: int) -> Response:
         evaluation = visible_evaluation(request, pk)
         model_index = int_param(request, "model", None, 0, 10_000)
+        episodes = evaluation_episodes(evaluation=evaluation, model_index=model_index)
+        if wants_page(request):
+            return list_or_page(request, episodes, lambda rows: EpisodeOut(rows, many=True).data)
         page = int_param(request, "page", 1, 1, 1_000_000) or 1
         size = int_param(request, "page_size", 20, 1, MAX_PAGE_SIZE) or 20
-        episodes = evaluation_episodes(evaluation=evaluation, model_index=model_index)
         count = episodes.count()
         chunk = episodes[(page - 1) * size : page * size]
+        here = request.build_absolute_uri()
         return Response(
             {
                 "count": count,
+                "next": replace_query_param(here, "page", page + 1) if page * size < count else None,
+                "previous": replace_query_param(here, "page", page - 1) if page > 1 else None,
                 "page": page,
                 "page_size": size,
                 "results": EpisodeOut(chunk, many=True).data,

@@ -18,9 +18,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.core.paging import PAGE_PARAMETERS, list_or_page, list_or_page_schema
 from webapp.rewards.models import RewardRecipe
 from webapp.rewards.selectors import recipe_version, recipe_versions, recipes_visible_to
 from webapp.rewards.services import RecipeIn, recipe_create, recipe_delete, recipe_update
+
+# The recipes list without `limit`/`offset`: at most this many, with a Link to the rest.
+RECIPES_LIST_CAP = 500
 
 
 class RecipeVersionOut(serializers.Serializer):
@@ -75,10 +79,12 @@ def _version_param(request: Request) -> int | None:
 class RecipeListApi(APIView):
     # Writes are cheap rows: the user rate applies (settings REST_FRAMEWORK), no scoped one.
 
-    @extend_schema(responses=RecipeOut(many=True))
+    @extend_schema(parameters=PAGE_PARAMETERS, responses=list_or_page_schema(RecipeOut, "Recipe", cap=RECIPES_LIST_CAP))
     def get(self, request: Request) -> Response:
-        recipes = recipes_visible_to(user=request.user)[:500]
-        return Response(RecipeOut(recipes, many=True).data)
+        return list_or_page(
+            request, recipes_visible_to(user=request.user), lambda rows: RecipeOut(rows, many=True).data,
+            cap=RECIPES_LIST_CAP,
+        )
 
     @extend_schema(request=RecipeIn, responses={201: RecipeDetailOut})
     def post(self, request: Request) -> Response:

@@ -9,10 +9,9 @@ from typing import Any
 
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import PermissionDenied, ValidationError
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -20,6 +19,7 @@ from rest_framework.views import APIView
 from envs.adapters.tool_metrics import MAX_TOOL_NAME, safe_tool_name
 from webapp.core.export import FORMATS as EXPORT_FORMATS
 from webapp.core.export import MEDIA_TYPES, StreamedExportApi
+from webapp.core.paging import PAGE_PARAMETERS, list_or_page, list_or_page_schema
 from webapp.core.params import bool_param, float_param, int_param, text_param
 from webapp.core.parsers import EnvlabJSONParser as JSONParser
 from webapp.core.throttles import WriteThrottled
@@ -49,7 +49,6 @@ from webapp.runs.serializers import (
     RunLabelsIn,
     RunLaunchOut,
     RunOut,
-    RunPageOut,
     RunResumeIn,
     RunRowOut,
     RunToolTableOut,
@@ -79,6 +78,9 @@ from webapp.runs.telemetry.search import (
 from webapp.runs.telemetry.series import run_metric_keys, run_metric_series
 from webapp.runs.telemetry.tools import run_tool_table
 
+# The runs list without `limit`/`offset` (its v1 shape): at most this many, with a Link to the rest.
+RUNS_LIST_CAP = 200
+
 
 class RunRolloutStepsApi(APIView):
     @extend_schema(responses=dict, description="{last_seq, steps: [[step, rollouts], ...]}, newest step first.")
@@ -106,31 +108,17 @@ class RunListApi(WriteThrottled, APIView):
                 description=f"One of {', '.join(ORDERING_FIELDS)}, '-' first for descending; newest first without it.",
             ),
             OpenApiParameter("summary", str, many=True, description=f"Metric keys (at most {MAX_SUMMARY_KEYS})."),
-            OpenApiParameter("limit", int, description="Page size (1-500): answers {count, next, previous, results}."),
-            OpenApiParameter("offset", int),
+            *PAGE_PARAMETERS,
         ],
-        responses=PolymorphicProxySerializer(
-            component_name="RunListOrPage",
-            serializers=[RunRowOut(many=True), RunPageOut],
-            resource_type_field_name=None,
-            many=False,  # the list is one of the shapes, not a list of either
-        ),
-        description=(
-            "Without `limit`: a list of the first 200 matching runs (the v1 shape). With `limit`: one page, "
-            "{count, next, previous, results}."
-        ),
+        responses=list_or_page_schema(RunRowOut, "Run", cap=RUNS_LIST_CAP),
     )
     def get(self, request: Request) -> Response:
         runs = runs_table(runs=runs_with_alerts(runs_visible_to(user=request.user)), params=request.query_params)
         keys = summary_keys(request.query_params)
-        if "limit" not in request.query_params:
-            rows = list(runs[:200])
-            return Response(RunRowOut(rows, many=True, context=_summaries_context(rows, keys)).data)
-        int_param(request, "limit", None, 1, RunPagination.max_limit)
-        int_param(request, "offset", None, 0, 10**9)
-        paginator = RunPagination()
-        page = paginator.paginate_queryset(runs, request, view=self) or []
-        return paginator.get_paginated_response(RunRowOut(page, many=True, context=_summaries_context(page, keys)).data)
+        return list_or_page(
+            request, runs, lambda rows: RunRowOut(rows, many=True, context=_summaries_context(rows, keys)).data,
+            cap=RUNS_LIST_CAP,
+        )
 
     # The one run config schema, published as is: clients (and the schema fuzzer) see real bodies.
     @extend_schema(request=RunConfig, responses={201: RunLaunchOut})
@@ -139,21 +127,17 @@ class RunListApi(WriteThrottled, APIView):
         return Response(RunLaunchOut(run).data, status=status.HTTP_201_CREATED)
 
 
-class RunPagination(LimitOffsetPagination):
-    max_limit = 500
-
-
 def _summaries_context(rows: list[Run], keys: list[str]) -> dict[str, Any]:
     return {"summaries": runs_metric_summaries(run_ids=[run.pk for run in rows], keys=keys)}
 
 
 class PresetListApi(APIView):
-    @extend_schema(responses=PresetOut(many=True))
+    @extend_schema(parameters=PAGE_PARAMETERS, responses=list_or_page_schema(PresetOut, "Preset"))
     def get(self, request: Request) -> Response:
         rows = [
             {**vars(preset), "config": preset_config_for(preset=preset, user=request.user)} for preset in presets()
         ]
-        return Response(PresetOut(rows, many=True).data)
+        return list_or_page(request, rows, lambda page: PresetOut(page, many=True).data)
 
 
 class RunDemoApi(WriteThrottled, APIView):
@@ -482,12 +466,12 @@ class RunToolsApi(APIView):
 
 
 class WorkerListApi(APIView):
-    @extend_schema(responses=WorkerOut(many=True))
+    @extend_schema(parameters=PAGE_PARAMETERS, responses=list_or_page_schema(WorkerOut, "Worker"))
     def get(self, request: Request) -> Response:
-        workers = list(WorkerHeartbeat.objects.order_by("name"))
-        # Which run a worker trains is shown only to those who may see that run.
-        busy = {w.current_run_id for w in workers if w.current_run_id is not None}
-        visible = set(
-            runs_visible_to(user=request.user).filter(pk__in=busy).values_list("pk", flat=True)
-        )
-        return Response(WorkerOut(workers, many=True, context={"visible_runs": visible}).data)
+        def serialize(workers: list[WorkerHeartbeat]) -> Any:
+            # Which run a worker trains is shown only to those who may see that run.
+            busy = {w.current_run_id for w in workers if w.current_run_id is not None}
+            visible = set(runs_visible_to(user=request.user).filter(pk__in=busy).values_list("pk", flat=True))
+            return WorkerOut(workers, many=True, context={"visible_runs": visible}).data
+
+        return list_or_page(request, WorkerHeartbeat.objects.order_by("name"), serialize)

@@ -127,15 +127,6 @@ class RunRowOut(RunOut):
         return self.context.get("summaries", {}).get(run.pk, {})
 
 
-class RunPageOut(serializers.Serializer):
-    """One page of the runs table (`limit` given)."""
-
-    count = serializers.IntegerField(help_text="Runs that match the filters, on every page.")
-    next = serializers.CharField(allow_null=True, help_text="The next page's URL; null on the last page.")
-    previous = serializers.CharField(allow_null=True, help_text="The previous page's URL; null on the first.")
-    results = RunRowOut(many=True)
-
-
 class RunLabelsIn(serializers.Serializer):
     """What `PATCH /api/runs/<id>/` edits; each field is optional, tags are replaced whole
     (checked by webapp.runs.labels)."""

@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.core.paging import PAGE_PARAMETERS, list_or_page, list_or_page_schema
 from webapp.core.params import text_param
 from webapp.core.parsers import EnvlabJSONParser as JSONParser
 from webapp.core.throttles import WriteThrottled
@@ -47,14 +48,23 @@ def sweep_detail(sweep: Sweep, *, metric: str) -> dict[str, Any]:
             "members": table["members"]}
 
 
+# The sweeps list without `limit`/`offset`: at most this many, with a Link to the rest.
+SWEEPS_LIST_CAP = 200
+
+
 class SweepListApi(WriteThrottled, APIView):
     write_throttle_scope = "launch"
     parser_classes = [JSONParser]
 
-    @extend_schema(responses=SweepOut(many=True), description="The sweeps the caller sees, newest first (at most 200).")
+    @extend_schema(
+        parameters=PAGE_PARAMETERS, responses=list_or_page_schema(SweepOut, "Sweep", cap=SWEEPS_LIST_CAP),
+        description="The sweeps the caller sees, newest first.",
+    )
     def get(self, request: Request) -> Response:
-        sweeps = list(sweeps_visible_to(user=request.user)[:200])
-        return Response(SweepOut([sweep_row(sweep) for sweep in sweeps], many=True).data)
+        return list_or_page(
+            request, sweeps_visible_to(user=request.user),
+            lambda rows: SweepOut([sweep_row(sweep) for sweep in rows], many=True).data, cap=SWEEPS_LIST_CAP,
+        )
 
     @extend_schema(
         request=SweepIn, responses={201: SweepDetailOut},

@@ -2,8 +2,9 @@
 
 Every error the API answers (4xx, 5xx) and every connection failure is raised as one
 `EnvlabError` carrying the API's own message and the HTTP status. Lists are returned whole:
-a bare JSON list is taken as it is, and a page (`{results, next}`, or `{count, next,
-previous, results}` when asked with `limit`/`offset`) is followed to its end.
+a bare JSON list is taken with the rest its `Link: <...>; rel="next"` header points to (a
+list the lab caps), and a page (`{results, next}`, or `{count, next, previous, results}` when
+asked with `limit`/`offset`) is followed to its end.
 """
 
 from __future__ import annotations
@@ -195,14 +196,21 @@ class Client:
             raise EnvlabError(f"the lab answered {path} with no JSON", status=response.status_code) from exc
 
     def iter_pages(self, path: str, params: Mapping[str, Any] | None = None) -> Iterator[Any]:
-        """Each item of a list endpoint: a bare list, or pages followed through `next`."""
+        """Each item of a list endpoint: a bare list (followed through its `Link: rel="next"`
+        header when the lab capped it), or pages followed through `next`."""
         url: str | None = path
         query: Mapping[str, Any] | None = params
         while url:
-            answer = self.request("GET", url, params=query)
+            response = self._send("GET", url, params=query)
+            try:
+                answer = response.json()
+            except ValueError as exc:
+                raise EnvlabError(f"the lab answered {path} with no JSON", status=response.status_code) from exc
             if isinstance(answer, list):
                 yield from answer
-                return
+                following = response.links.get("next", {}).get("url")
+                url, query = following, None  # the link carries the whole query
+                continue
             if not isinstance(answer, dict) or "results" not in answer:
                 raise EnvlabError(f"{path} did not answer with a list", body=answer)
             yield from answer["results"]
