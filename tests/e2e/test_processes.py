@@ -76,6 +76,8 @@ def test_two_processes_train_one_batch_each_and_the_first_records_it_all(api, ec
     # One set of metrics per step, written by the first process only.
     assert metric_steps(run_id, "reward") == [1, 2, 3]
     assert metric_steps(run_id, "loss") == [1, 2, 3]
+    # Both processes sampled themselves: the first its own keys, the second's under system/rank1/.
+    assert metric_steps(run_id, "system/cpu_percent") and metric_steps(run_id, "system/rank1/cpu_percent")
     # Each process plays its own generation batch of 4: 8 rollouts a step, two prompt groups.
     rollouts = list(Rollout.objects.filter(run_id=run_id))
     assert len(rollouts) == 3 * 8

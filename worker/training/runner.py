@@ -66,7 +66,7 @@ from worker.training.lifecycle import (  # noqa: E402
 from worker.training.perf import PerfMeter, completion_tokens, perf_metrics, tool_seconds  # noqa: E402
 from worker.training.rewards import compile_rewards, scored_episode  # noqa: E402
 from worker.training.stall import StallWatch  # noqa: E402
-from worker.training.system_metrics import SystemSampler  # noqa: E402
+from worker.training.system_metrics import LatestSample, SystemSampler, rank_metrics  # noqa: E402
 from worker.training.telemetry import TelemetrySink  # noqa: E402
 from worker.training.trackers import prepare_trackers  # noqa: E402
 from worker.training.vllm_guard import guard_vllm_client, trust_vllm_origin  # noqa: E402
@@ -237,11 +237,13 @@ class TelemetryCallback(TrainerCallback):
     the first's decision to stop, so all stop (and save) at the same step."""
 
     def __init__(
-        self, sink: TelemetrySink | None, health: HealthMonitor | None = None, group: RankGroup | None = None
+        self, sink: TelemetrySink | None, health: HealthMonitor | None = None, group: RankGroup | None = None,
+        system: LatestSample | None = None,
     ) -> None:
         self.sink = sink
         self.health = health
         self.group = group
+        self.system = system  # this process's newest system sample, for the first (not the first only)
         self.stop_reason: str | None = None
         self.stop_message = ""
         self._tool_step: int | None = None
@@ -274,7 +276,8 @@ class TelemetryCallback(TrainerCallback):
             perf = self.perf.take()
         except Exception:  # telemetry must never break training
             log.exception("perf metrics failed at step %s", step)
-        parts = [(counts, perf)]
+        sample = self.system.take() if self.system is not None else None
+        parts = [(counts, perf, sample)]
         if self.group is not None:
             parts = self.group.gather(parts)  # every process's, on every process
         try:
@@ -282,6 +285,9 @@ class TelemetryCallback(TrainerCallback):
             values = {**toolstats.counts_metrics(merged), **perf_metrics([part[1] for part in parts if part[1]])}
             if "perf/step_s" in values:  # tool time beside a timed step: the chart sets them side by side
                 values.update(tool_seconds(merged) or {"perf/tool_s": 0.0})
+            for rank, part in enumerate(parts):
+                if rank and part[2]:  # the first's own samples reach its sink directly
+                    values.update(rank_metrics(rank, part[2]))
         except Exception:  # telemetry must never break training
             log.exception("tool and perf metrics failed at step %s", step)
             return logs
@@ -562,11 +568,16 @@ def grpo_phase(
     ) if lead else None
     if sink is not None:
         sink.step_done(start_step)
-    sampler = SystemSampler(sink.sampled, interval=settings.ENVLAB_SYSTEM_METRICS_SECONDS) if sink is not None else None
-    if sampler is not None:
-        sampler.start()
+    # Every process samples itself; one that records nothing hands its newest sample to the first
+    # with the step's counts (and samples no GPU: the first reads every GPU of the run's).
+    held = None if sink is not None else LatestSample()
+    sampler = SystemSampler(
+        sink.sampled if sink is not None else held.put,  # type: ignore[union-attr]
+        interval=settings.ENVLAB_SYSTEM_METRICS_SECONDS, gpus=None if sink is not None else False,
+    )
+    sampler.start()
     health = HealthMonitor(config.alerts, tool_env=True) if lead and config.alerts.enabled else None
-    callback = TelemetryCallback(sink, health, group=group)
+    callback = TelemetryCallback(sink, health, group=group, system=held)
     status, error, failure = Run.Status.SUCCEEDED, "", ""
     train_seconds = None
     vllm = managed_vllm(run, config, output_dir, model_source) if group is None else nullcontext(vllm_url)
@@ -629,8 +640,7 @@ def grpo_phase(
             )
     finally:
         toolstats.COLLECTOR.stop()
-        if sampler is not None:
-            sampler.stop()
+        sampler.stop()
         written = sink is None or sink.close(timeout=_close_timeout())
         if not written:
             log.error("run %s: telemetry not fully written before the end", run.pk)

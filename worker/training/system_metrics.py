@@ -2,11 +2,13 @@
 `system/cpu_percent` (of one core: 400 is four cores busy), `system/rss_gib`,
 `system/process_threads`, and on CUDA, per GPU the process sees,
 `system/gpu<i>/util_percent|memory_gib|power_w|temp_c` (NVML, from nvidia-ml-py in the `gpu`
-extra; without it, no GPU metrics). With several training processes the first one samples
-(it holds the sink): its own process, and every GPU of the run's.
+extra; without it, no GPU metrics). With several training processes every one samples its
+own process; the first (it holds the sink) records its own values as above and every GPU of
+the run's, and each other process's newest sample travels to it with the step's tool counts,
+recorded as `system/rank<r>/cpu_percent|rss_gib|process_threads`.
 
-A daemon thread samples every ENVLAB_SYSTEM_METRICS_SECONDS (and once more at the end) and hands the values to the sink
-at the last step done (the step the run page shows), without a wall time of its own: the
+A daemon thread samples every ENVLAB_SYSTEM_METRICS_SECONDS (and once more at the end) and
+hands the values to the sink at the last step done (the step the run page shows), without a wall time of its own: the
 step's wall time stays the one its training metrics logged. It never slows or stops
 training: the sink's queue takes the values without waiting, and any error is swallowed,
 the first one into one log line.
@@ -70,6 +72,30 @@ def _cuda_in_use() -> bool:
         return bool(torch is not None and torch.cuda.is_available())
     except Exception:
         return False
+
+
+class LatestSample:
+    """The newest values a sampler took, held until the next step end takes them: a training
+    process that records nothing itself (not the first of several) hands them to the first
+    with the step's other counts (worker/training/runner.py TelemetryCallback)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[str, float] | None = None
+
+    def put(self, values: dict[str, float]) -> None:
+        with self._lock:
+            self._values = dict(values)
+
+    def take(self) -> dict[str, float] | None:
+        with self._lock:
+            values, self._values = self._values, None
+        return values
+
+
+def rank_metrics(rank: int, values: dict[str, float]) -> dict[str, float]:
+    """Another training process's sample under keys of its own: `system/rank<r>/cpu_percent`..."""
+    return {f"system/rank{rank}/{key.removeprefix('system/')}": value for key, value in values.items()}
 
 
 class SystemSampler:

@@ -391,3 +391,28 @@ def test_the_launcher_stops_the_others_when_one_process_fails_and_exits_with_its
     )
     assert done.returncode == 5, done.stderr
     assert time.monotonic() - started < 30  # rank 0 was stopped, not waited for
+
+
+def test_every_process_samples_itself_and_the_first_records_the_others_under_their_rank():
+    """Issue 22: a sampler in every training process. The second process's newest sample travels
+    to the first in the step's gathered counts (a stand-in group answers the gather as two
+    processes would) and is recorded as system/rank1/*; the first's own samples go to its sink."""
+    from worker.training.runner import TelemetryCallback
+    from worker.training.system_metrics import LatestSample, rank_metrics
+
+    second = {"system/cpu_percent": 97.0, "system/rss_gib": 1.5, "system/process_threads": 12.0}
+
+    class TwoProcesses(distributed.RankGroup):
+        def gather(self, items):
+            return [*items, (None, {}, second)]
+
+    held = LatestSample()
+    callback = TelemetryCallback(None, group=TwoProcesses(rank=0, world=2), system=held)
+    logs = callback._with_tool_metrics(1, {"loss": 0.5})
+    assert {k: v for k, v in logs.items() if k.startswith("system/")} == {
+        "system/rank1/cpu_percent": 97.0, "system/rank1/rss_gib": 1.5, "system/rank1/process_threads": 12.0,
+    }
+    # A process's sample is taken once: the next step has only what was sampled since.
+    held.put({"system/cpu_percent": 3.0})
+    assert held.take() == {"system/cpu_percent": 3.0} and held.take() is None
+    assert rank_metrics(3, {"system/gpu0/util_percent": 1.0}) == {"system/rank3/gpu0/util_percent": 1.0}
