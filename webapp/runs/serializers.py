@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema_field
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import Direction, extend_schema_field
 from rest_framework import serializers
 
 from webapp.runs.checkpoints import run_checkpoints
@@ -283,9 +287,122 @@ class RunToolTableOut(serializers.Serializer):
     )
 
 
+# A rollout's transcript is served as the training worker (TRL's tool loop) or an external
+# run's script logged it (webapp/runs/telemetry/record.py): the fields below are JSON passed
+# through unchanged, and these serializers only describe it in the schema.
+
+
+@extend_schema_field({
+    "oneOf": [
+        {"type": "string"},
+        {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "type": {"type": "string", "description": "text, image..."},
+                    "text": {"type": "string", "description": "A text part's text."},
+                },
+            },
+        },
+        {"type": "null"},
+    ]
+})
+class MessageContentField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field({
+    "oneOf": [
+        {"type": "string", "description": "JSON text (OpenAI's form)."},
+        {"type": "object", "description": "The parameters by name (TRL's form)."},
+    ]
+})
+class ToolArgumentsField(serializers.JSONField):
+    pass
+
+
+class ToolCallFunctionOut(serializers.Serializer):
+    name = serializers.CharField(help_text="The tool called (model text).")
+    arguments = ToolArgumentsField(
+        help_text="The call's arguments as the model wrote them: an object of the tool's parameters, "
+        "or JSON text; the tool's own schema says their types."
+    )
+
+
+class ToolCallOut(serializers.Serializer):
+    type = serializers.CharField(required=False, help_text='"function".')
+    id = serializers.CharField(required=False)
+    function = ToolCallFunctionOut()
+
+
+class TranscriptMessageOut(serializers.Serializer):
+    """One chat message of a stored transcript. Its text is model or environment text: show
+    it as text. Other keys a producer kept (tool_call_id, reasoning_content...) pass through."""
+
+    role = serializers.CharField(
+        help_text="system, user, assistant or tool. A transcript over the size cap holds a system "
+        "message, where it was cut, saying so."
+    )
+    content = MessageContentField(
+        required=False,
+        help_text="The text; a list of content parts where the model takes them (multimodal); null on "
+        "an assistant turn that only calls tools (OpenAI's form).",
+    )
+    name = serializers.CharField(required=False, help_text="On a tool message: the tool that answered.")
+    tool_calls = ToolCallOut(many=True, required=False, help_text="On an assistant message: the calls it made.")
+
+
+@extend_schema_field(TranscriptMessageOut(many=True))
+class TranscriptField(serializers.JSONField):
+    pass
+
+
+class PromptField(serializers.JSONField):
+    """A prompt as stored: its chat messages, or its text (published by the extension below)."""
+
+
+class PromptFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = PromptField
+
+    def map_serializer_field(self, auto_schema: AutoSchema, direction: Direction) -> dict[str, Any]:
+        message = auto_schema.resolve_serializer(TranscriptMessageOut, direction).ref
+        return {"oneOf": [{"type": "string"}, {"type": "array", "items": message}]}
+
+
+@extend_schema_field(serializers.DictField(child=serializers.FloatField(allow_null=True)))
+class RolloutRewardsField(serializers.JSONField):
+    pass
+
+
+class RolloutToolCountOut(serializers.Serializer):
+    calls = serializers.IntegerField(help_text="Results of the tool in the transcript.")
+    failures = serializers.IntegerField(help_text="Those that were errors.")
+
+
+@extend_schema_field(serializers.DictField(child=RolloutToolCountOut()))
+class RolloutToolsField(serializers.JSONField):
+    pass
+
+
 class RolloutOut(serializers.ModelSerializer):
     replay_url = serializers.SerializerMethodField(
         help_text="The rollout's replay page (an absolute path; it asks for a signed-in session)."
+    )
+    prompt = PromptField(read_only=True, help_text="The prompt the episode started from: its chat messages, or its text.")
+    messages = TranscriptField(
+        read_only=True,
+        help_text="The transcript as logged: for the lab's runs the completion (the model's turns and the "
+        "tools' results after the prompt).",
+    )
+    rewards = RolloutRewardsField(
+        read_only=True,
+        help_text="{reward term: value}; null where the term does not apply, and for every term of an unscored rollout.",
+    )
+    tools = RolloutToolsField(
+        read_only=True,
+        help_text="{tool name: {calls, failures}} of the transcript's tool results; {} for rollouts stored "
+        "before tool facts were recorded.",
     )
 
     class Meta:
