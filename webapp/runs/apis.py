@@ -42,10 +42,15 @@ from webapp.runs.serializers import (
     ExternalLogIn,
     ExternalLogOut,
     ExternalRunIn,
+    MetricKeysOut,
+    MetricSeriesOut,
     PresetOut,
     RolloutPageOut,
+    RolloutStepsOut,
+    RunChartLayoutOut,
     RunDetailOut,
     RunEventOut,
+    RunEventPageOut,
     RunLabelsIn,
     RunLaunchOut,
     RunOut,
@@ -81,7 +86,7 @@ from webapp.runs.telemetry.tools import run_tool_table
 
 
 class RunRolloutStepsApi(APIView):
-    @extend_schema(responses=dict, description="{last_seq, steps: [[step, rollouts], ...]}, newest step first.")
+    @extend_schema(responses=RolloutStepsOut, description="{last_seq, steps: [[step, rollouts], ...]}, newest step first.")
     def get(self, request: Request, pk: int) -> Response:
         run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
         # The seq is read first: every rollout counted is at or below it, later ones are live.
@@ -279,7 +284,7 @@ class RunMetricsApi(APIView):
             OpenApiParameter("key", str, many=True),
             OpenApiParameter("max_points", int),
         ],
-        responses=dict,
+        responses=MetricSeriesOut,
     )
     def get(self, request: Request, pk: int) -> Response:
         run = _visible_run(request, pk)
@@ -315,7 +320,7 @@ class RunMetricsExportApi(StreamedExportApi):
 class RunMetricKeysApi(APIView):
     """Every key the run logged that can be charted (the run page's metric picker)."""
 
-    @extend_schema(responses=dict)
+    @extend_schema(responses=MetricKeysOut)
     def get(self, request: Request, pk: int) -> Response:
         return Response({"keys": run_metric_keys(run=_visible_run(request, pk))})
 
@@ -326,11 +331,11 @@ class RunChartLayoutApi(APIView):
 
     parser_classes = [JSONParser]
 
-    @extend_schema(responses=dict)
+    @extend_schema(responses=RunChartLayoutOut)
     def get(self, request: Request) -> Response:
         return Response(run_layout_for(user=request.user))
 
-    @extend_schema(request=dict, responses=dict)
+    @extend_schema(request=dict, responses=RunChartLayoutOut)
     def put(self, request: Request) -> Response:
         try:
             return Response(run_layout_save(user=request.user, data=request.data))
@@ -462,7 +467,7 @@ class RunEventsApi(APIView):
 
     @extend_schema(
         parameters=[OpenApiParameter("after", int), OpenApiParameter("limit", int)],
-        responses=dict,
+        responses=RunEventPageOut,
     )
     def get(self, request: Request, pk: int) -> Response:
         run = _visible_run(request, pk)

@@ -19,6 +19,7 @@ from webapp.runs.selectors import (
     run_status_display,
 )
 from webapp.runs.services import LAUNCH_WARNING
+from webapp.runs.telemetry.layout import MAX_METRIC_CHARTS, MAX_SMOOTHING, METRIC_REF, X_AXES
 from webapp.runs.workers import run_waiting_reason, worker_facts
 
 
@@ -244,13 +245,33 @@ class RunLaunchOut(RunDetailOut):
         return list(run.events.filter(kind=LAUNCH_WARNING).order_by("pk").values_list("message", flat=True))
 
 
+@extend_schema_field(serializers.DictField())
+class RunEventDataField(serializers.JSONField):
+    """An event's facts as stored (an object), published as one: each kind has its own."""
+
+
 class RunEventOut(serializers.ModelSerializer):
     """Something that happened to a run (claimed, checkpoint resumed, an alert raised...).
     `message` may quote model or environment text: show it as text."""
 
+    data = RunEventDataField(
+        read_only=True,
+        help_text="The event's facts; their fields depend on `kind` (an alert's: alert, step, active; "
+        "episode_lost: step, envs, seqs, reasons...). {} when it has none.",
+    )
+
     class Meta:
         model = RunEvent
         fields = ["id", "kind", "message", "data", "created_at"]
+
+
+class RunEventPageOut(serializers.Serializer):
+    """`GET /api/runs/<id>/events/`: one page of the run's events, oldest first."""
+
+    results = RunEventOut(many=True)
+    next = serializers.CharField(
+        allow_null=True, help_text="The next page's URL (`after` the last event shown); null on the last page."
+    )
 
 
 class RunToolOut(serializers.Serializer):
@@ -430,6 +451,58 @@ class RolloutPageOut(serializers.Serializer):
     results = RolloutOut(many=True)
     next = serializers.CharField(allow_null=True, help_text="The next page's URL; null on the last page.")
     search = RolloutSearchOut(allow_null=True, help_text="How `q` was searched; null without `q`.")
+
+
+class RolloutStepsOut(serializers.Serializer):
+    """`GET /api/runs/<id>/rollouts/steps/`: how many rollouts each step stored."""
+
+    last_seq = serializers.IntegerField(
+        help_text="The run's telemetry seq when counted: the counts cover rollouts up to it; later ones arrive live."
+    )
+    steps = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField(), min_length=2, max_length=2),
+        help_text="[step, rollouts] pairs, newest step first.",
+    )
+
+
+class MetricSeriesOut(serializers.Serializer):
+    """`GET /api/runs/<id>/metrics/`: each key's points, by step."""
+
+    series = serializers.DictField(
+        child=serializers.ListField(
+            child=serializers.ListField(child=serializers.FloatField(), min_length=2, max_length=2),
+            help_text="[step, value] pairs by step; a long series is cut to `max_points`, keeping each bucket's "
+            "lowest and highest point and the first and last.",
+        ),
+        help_text="{metric key: points} for each key asked for (all the run logged without `key`) that has "
+        "a point; unknown keys are left out.",
+    )
+
+
+class MetricKeysOut(serializers.Serializer):
+    keys = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Every metric key the run logged that can be charted, sorted (not the lab's own `_` keys).",
+    )
+
+
+class ChartSettingsOut(serializers.Serializer):
+    smoothing = serializers.FloatField(min_value=0, max_value=MAX_SMOOTHING, help_text="0: none.")
+    log_y = serializers.BooleanField()
+    x = serializers.ChoiceField(choices=list(X_AXES))
+
+
+class RunChartLayoutOut(serializers.Serializer):
+    """The signed-in user's run-page chart layout (webapp/runs/telemetry/layout.py), every setting filled in."""
+
+    metrics = serializers.ListField(
+        child=serializers.CharField(), max_length=MAX_METRIC_CHARTS,
+        help_text="The metric keys of the charts added, in page order.",
+    )
+    settings = serializers.DictField(
+        child=ChartSettingsOut(),
+        help_text=f"{{chart: settings}}: a chart is a fixed chart's id or '{METRIC_REF}<key>' for an added one.",
+    )
 
 
 class WorkerOut(serializers.ModelSerializer):

@@ -205,6 +205,7 @@ SPECTACULAR_SETTINGS = {
         "EnvironmentStatusEnum": "webapp.catalog.models.Environment.Status",
         "RunStatusEnum": "webapp.runs.models.Run.Status",
         "EvaluationStatusEnum": "webapp.evaluations.models.Evaluation.Status",
+        "ChartAxisEnum": "webapp.runs.telemetry.layout.X_AXES",
     },
 }
 # knox's token model, named (it is swappable): accounts.TokenName refers to it.
