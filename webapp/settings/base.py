@@ -206,6 +206,7 @@ SPECTACULAR_SETTINGS = {
         "RunStatusEnum": "webapp.runs.models.Run.Status",
         "EvaluationStatusEnum": "webapp.evaluations.models.Evaluation.Status",
         "ChartAxisEnum": "webapp.runs.telemetry.layout.X_AXES",
+        "JobStatusEnum": "webapp.jobs.models.Job.Status",
     },
 }
 # knox's token model, named (it is swappable): accounts.TokenName refers to it.
