@@ -207,6 +207,7 @@ SPECTACULAR_SETTINGS = {
         "EvaluationStatusEnum": "webapp.evaluations.models.Evaluation.Status",
         "ChartAxisEnum": "webapp.runs.telemetry.layout.X_AXES",
         "JobStatusEnum": "webapp.jobs.models.Job.Status",
+        "TraceRoleEnum": "webapp.evaluations.arena.apis.TRACE_ROLES",
     },
 }
 # knox's token model, named (it is swappable): accounts.TokenName refers to it.
