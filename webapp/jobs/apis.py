@@ -9,9 +9,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.jobs.selectors import job_out, jobs_visible_to
+from webapp.jobs.serializers import JobOut
 
 
 class JobDetailApi(APIView):
-    @extend_schema(responses=dict)
+    @extend_schema(responses=JobOut)
     def get(self, request: Request, pk: int) -> Response:
         return Response(job_out(get_object_or_404(jobs_visible_to(user=request.user), pk=pk)))

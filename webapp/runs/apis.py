@@ -42,10 +42,15 @@ from webapp.runs.serializers import (
     ExternalLogIn,
     ExternalLogOut,
     ExternalRunIn,
+    MetricKeysOut,
+    MetricSeriesOut,
     PresetOut,
     RolloutPageOut,
+    RolloutStepsOut,
+    RunChartLayoutOut,
     RunDetailOut,
     RunEventOut,
+    RunEventPageOut,
     RunLabelsIn,
     RunLaunchOut,
     RunOut,
@@ -83,7 +88,7 @@ RUNS_LIST_CAP = 200
 
 
 class RunRolloutStepsApi(APIView):
-    @extend_schema(responses=dict, description="{last_seq, steps: [[step, rollouts], ...]}, newest step first.")
+    @extend_schema(responses=RolloutStepsOut, description="{last_seq, steps: [[step, rollouts], ...]}, newest step first.")
     def get(self, request: Request, pk: int) -> Response:
         run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
         # The seq is read first: every rollout counted is at or below it, later ones are live.
@@ -263,7 +268,7 @@ class RunMetricsApi(APIView):
             OpenApiParameter("key", str, many=True),
             OpenApiParameter("max_points", int),
         ],
-        responses=dict,
+        responses=MetricSeriesOut,
     )
     def get(self, request: Request, pk: int) -> Response:
         run = _visible_run(request, pk)
@@ -299,7 +304,7 @@ class RunMetricsExportApi(StreamedExportApi):
 class RunMetricKeysApi(APIView):
     """Every key the run logged that can be charted (the run page's metric picker)."""
 
-    @extend_schema(responses=dict)
+    @extend_schema(responses=MetricKeysOut)
     def get(self, request: Request, pk: int) -> Response:
         return Response({"keys": run_metric_keys(run=_visible_run(request, pk))})
 
@@ -310,11 +315,11 @@ class RunChartLayoutApi(APIView):
 
     parser_classes = [JSONParser]
 
-    @extend_schema(responses=dict)
+    @extend_schema(responses=RunChartLayoutOut)
     def get(self, request: Request) -> Response:
         return Response(run_layout_for(user=request.user))
 
-    @extend_schema(request=dict, responses=dict)
+    @extend_schema(request=dict, responses=RunChartLayoutOut)
     def put(self, request: Request) -> Response:
         try:
             return Response(run_layout_save(user=request.user, data=request.data))
@@ -446,7 +451,7 @@ class RunEventsApi(APIView):
 
     @extend_schema(
         parameters=[OpenApiParameter("after", int), OpenApiParameter("limit", int)],
-        responses=dict,
+        responses=RunEventPageOut,
     )
     def get(self, request: Request, pk: int) -> Response:
         run = _visible_run(request, pk)

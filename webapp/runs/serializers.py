@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema_field
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import Direction, extend_schema_field
 from rest_framework import serializers
 
 from webapp.runs.checkpoints import run_checkpoints
@@ -15,6 +19,7 @@ from webapp.runs.selectors import (
     run_status_display,
 )
 from webapp.runs.services import LAUNCH_WARNING
+from webapp.runs.telemetry.layout import MAX_METRIC_CHARTS, MAX_SMOOTHING, METRIC_REF, X_AXES
 from webapp.runs.workers import run_waiting_reason, worker_facts
 
 
@@ -231,13 +236,33 @@ class RunLaunchOut(RunDetailOut):
         return list(run.events.filter(kind=LAUNCH_WARNING).order_by("pk").values_list("message", flat=True))
 
 
+@extend_schema_field(serializers.DictField())
+class RunEventDataField(serializers.JSONField):
+    """An event's facts as stored (an object), published as one: each kind has its own."""
+
+
 class RunEventOut(serializers.ModelSerializer):
     """Something that happened to a run (claimed, checkpoint resumed, an alert raised...).
     `message` may quote model or environment text: show it as text."""
 
+    data = RunEventDataField(
+        read_only=True,
+        help_text="The event's facts; their fields depend on `kind` (an alert's: alert, step, active; "
+        "episode_lost: step, envs, seqs, reasons...). {} when it has none.",
+    )
+
     class Meta:
         model = RunEvent
         fields = ["id", "kind", "message", "data", "created_at"]
+
+
+class RunEventPageOut(serializers.Serializer):
+    """`GET /api/runs/<id>/events/`: one page of the run's events, oldest first."""
+
+    results = RunEventOut(many=True)
+    next = serializers.CharField(
+        allow_null=True, help_text="The next page's URL (`after` the last event shown); null on the last page."
+    )
 
 
 class RunToolOut(serializers.Serializer):
@@ -274,9 +299,122 @@ class RunToolTableOut(serializers.Serializer):
     )
 
 
+# A rollout's transcript is served as the training worker (TRL's tool loop) or an external
+# run's script logged it (webapp/runs/telemetry/record.py): the fields below are JSON passed
+# through unchanged, and these serializers only describe it in the schema.
+
+
+@extend_schema_field({
+    "oneOf": [
+        {"type": "string"},
+        {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "type": {"type": "string", "description": "text, image..."},
+                    "text": {"type": "string", "description": "A text part's text."},
+                },
+            },
+        },
+        {"type": "null"},
+    ]
+})
+class MessageContentField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field({
+    "oneOf": [
+        {"type": "string", "description": "JSON text (OpenAI's form)."},
+        {"type": "object", "description": "The parameters by name (TRL's form)."},
+    ]
+})
+class ToolArgumentsField(serializers.JSONField):
+    pass
+
+
+class ToolCallFunctionOut(serializers.Serializer):
+    name = serializers.CharField(help_text="The tool called (model text).")
+    arguments = ToolArgumentsField(
+        help_text="The call's arguments as the model wrote them: an object of the tool's parameters, "
+        "or JSON text; the tool's own schema says their types."
+    )
+
+
+class ToolCallOut(serializers.Serializer):
+    type = serializers.CharField(required=False, help_text='"function".')
+    id = serializers.CharField(required=False)
+    function = ToolCallFunctionOut()
+
+
+class TranscriptMessageOut(serializers.Serializer):
+    """One chat message of a stored transcript. Its text is model or environment text: show
+    it as text. Other keys a producer kept (tool_call_id, reasoning_content...) pass through."""
+
+    role = serializers.CharField(
+        help_text="system, user, assistant or tool. A transcript over the size cap holds a system "
+        "message, where it was cut, saying so."
+    )
+    content = MessageContentField(
+        required=False,
+        help_text="The text; a list of content parts where the model takes them (multimodal); null on "
+        "an assistant turn that only calls tools (OpenAI's form).",
+    )
+    name = serializers.CharField(required=False, help_text="On a tool message: the tool that answered.")
+    tool_calls = ToolCallOut(many=True, required=False, help_text="On an assistant message: the calls it made.")
+
+
+@extend_schema_field(TranscriptMessageOut(many=True))
+class TranscriptField(serializers.JSONField):
+    pass
+
+
+class PromptField(serializers.JSONField):
+    """A prompt as stored: its chat messages, or its text (published by the extension below)."""
+
+
+class PromptFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = PromptField
+
+    def map_serializer_field(self, auto_schema: AutoSchema, direction: Direction) -> dict[str, Any]:
+        message = auto_schema.resolve_serializer(TranscriptMessageOut, direction).ref
+        return {"oneOf": [{"type": "string"}, {"type": "array", "items": message}]}
+
+
+@extend_schema_field(serializers.DictField(child=serializers.FloatField(allow_null=True)))
+class RolloutRewardsField(serializers.JSONField):
+    pass
+
+
+class RolloutToolCountOut(serializers.Serializer):
+    calls = serializers.IntegerField(help_text="Results of the tool in the transcript.")
+    failures = serializers.IntegerField(help_text="Those that were errors.")
+
+
+@extend_schema_field(serializers.DictField(child=RolloutToolCountOut()))
+class RolloutToolsField(serializers.JSONField):
+    pass
+
+
 class RolloutOut(serializers.ModelSerializer):
     replay_url = serializers.SerializerMethodField(
         help_text="The rollout's replay page (an absolute path; it asks for a signed-in session)."
+    )
+    prompt = PromptField(read_only=True, help_text="The prompt the episode started from: its chat messages, or its text.")
+    messages = TranscriptField(
+        read_only=True,
+        help_text="The transcript as logged: for the lab's runs the completion (the model's turns and the "
+        "tools' results after the prompt).",
+    )
+    rewards = RolloutRewardsField(
+        read_only=True,
+        help_text="{reward term: value}; null where the term does not apply, and for every term of an unscored rollout.",
+    )
+    tools = RolloutToolsField(
+        read_only=True,
+        help_text="{tool name: {calls, failures}} of the transcript's tool results; {} for rollouts stored "
+        "before tool facts were recorded.",
     )
 
     class Meta:
@@ -304,6 +442,58 @@ class RolloutPageOut(serializers.Serializer):
     results = RolloutOut(many=True)
     next = serializers.CharField(allow_null=True, help_text="The next page's URL; null on the last page.")
     search = RolloutSearchOut(allow_null=True, help_text="How `q` was searched; null without `q`.")
+
+
+class RolloutStepsOut(serializers.Serializer):
+    """`GET /api/runs/<id>/rollouts/steps/`: how many rollouts each step stored."""
+
+    last_seq = serializers.IntegerField(
+        help_text="The run's telemetry seq when counted: the counts cover rollouts up to it; later ones arrive live."
+    )
+    steps = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField(), min_length=2, max_length=2),
+        help_text="[step, rollouts] pairs, newest step first.",
+    )
+
+
+class MetricSeriesOut(serializers.Serializer):
+    """`GET /api/runs/<id>/metrics/`: each key's points, by step."""
+
+    series = serializers.DictField(
+        child=serializers.ListField(
+            child=serializers.ListField(child=serializers.FloatField(), min_length=2, max_length=2),
+            help_text="[step, value] pairs by step; a long series is cut to `max_points`, keeping each bucket's "
+            "lowest and highest point and the first and last.",
+        ),
+        help_text="{metric key: points} for each key asked for (all the run logged without `key`) that has "
+        "a point; unknown keys are left out.",
+    )
+
+
+class MetricKeysOut(serializers.Serializer):
+    keys = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Every metric key the run logged that can be charted, sorted (not the lab's own `_` keys).",
+    )
+
+
+class ChartSettingsOut(serializers.Serializer):
+    smoothing = serializers.FloatField(min_value=0, max_value=MAX_SMOOTHING, help_text="0: none.")
+    log_y = serializers.BooleanField()
+    x = serializers.ChoiceField(choices=list(X_AXES))
+
+
+class RunChartLayoutOut(serializers.Serializer):
+    """The signed-in user's run-page chart layout (webapp/runs/telemetry/layout.py), every setting filled in."""
+
+    metrics = serializers.ListField(
+        child=serializers.CharField(), max_length=MAX_METRIC_CHARTS,
+        help_text="The metric keys of the charts added, in page order.",
+    )
+    settings = serializers.DictField(
+        child=ChartSettingsOut(),
+        help_text=f"{{chart: settings}}: a chart is a fixed chart's id or '{METRIC_REF}<key>' for an added one.",
+    )
 
 
 class WorkerOut(serializers.ModelSerializer):

@@ -205,6 +205,9 @@ SPECTACULAR_SETTINGS = {
         "EnvironmentStatusEnum": "webapp.catalog.models.Environment.Status",
         "RunStatusEnum": "webapp.runs.models.Run.Status",
         "EvaluationStatusEnum": "webapp.evaluations.models.Evaluation.Status",
+        "ChartAxisEnum": "webapp.runs.telemetry.layout.X_AXES",
+        "JobStatusEnum": "webapp.jobs.models.Job.Status",
+        "TraceRoleEnum": "webapp.evaluations.arena.apis.TRACE_ROLES",
     },
 }
 # knox's token model, named (it is swappable): accounts.TokenName refers to it.

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from django.http import Http404
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -45,11 +45,75 @@ class RecipeDryRunApi(WriteThrottled, APIView):
         return Response({"id": job.pk, "status": job.status}, status=status.HTTP_202_ACCEPTED)
 
 
+class KindChildrenOut(serializers.Serializer):
+    min = serializers.IntegerField()
+    max = serializers.IntegerField(help_text="0: a leaf, it takes no terms.")
+
+
+@extend_schema_field({"type": ["string", "number", "boolean", "null"]})
+class ParamDefaultField(serializers.JSONField):
+    pass
+
+
+class KindFieldOut(serializers.Serializer):
+    """One param of a kind as the composer renders it (webapp/workbench/composer.py `_field`)."""
+
+    name = serializers.CharField()
+    control = serializers.ChoiceField(
+        choices=["select", "number_or_attribute", "integer", "number", "attribute", "text"],
+        help_text="The input to show: number_or_attribute takes a number or an attribute's name.",
+    )
+    required = serializers.BooleanField()
+    nullable = serializers.BooleanField()
+    default = ParamDefaultField(help_text="Its default; null when it has none (or it is null).")
+    options = serializers.ListField(
+        child=serializers.CharField(), allow_null=True, help_text="A select's choices; null otherwise."
+    )
+    minimum = serializers.FloatField(allow_null=True)
+    maximum = serializers.FloatField(allow_null=True)
+    max_length = serializers.IntegerField(allow_null=True)
+    description = serializers.CharField(allow_blank=True)
+
+
+class RecipeKindOut(serializers.Serializer):
+    kind = serializers.CharField()
+    description = serializers.CharField(help_text="What it scores.")
+    container = serializers.BooleanField(help_text="Whether it combines child terms (its `terms`).")
+    children = KindChildrenOut(help_text="How many terms a container takes.")
+    schema = serializers.DictField(help_text="Its params' JSON Schema, as pydantic writes it.")
+    fields = KindFieldOut(many=True, help_text="The same params as form fields.")
+
+
+class ComposerEnvironmentOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    key = serializers.CharField(
+        allow_blank=True,
+        help_text="The bundled environment kind its registration recorded (a key of `attributes`); '' for others.",
+    )
+
+
+class AttributeOut(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+
+
+class ComposerCatalogOut(serializers.Serializer):
+    kinds = RecipeKindOut(many=True)
+    environments = ComposerEnvironmentOut(
+        many=True, help_text="The caller's environments (the first 200 by name)."
+    )
+    attributes = serializers.DictField(
+        child=AttributeOut(many=True),
+        help_text="{bundled environment kind: its attributes}; '' holds those every adapter reports.",
+    )
+
+
 class RecipeKindsApi(APIView):
     """`GET /api/reward-recipes/kinds/` -> `{kinds: [{kind, description, container, children,
     schema, fields}], environments: [{id, name, key}], attributes: {key: [{name, description}]}}`."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: ComposerCatalogOut})
     def get(self, request: Request) -> Response:
         return Response(composer_catalog(user=request.user))
 
