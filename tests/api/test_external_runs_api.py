@@ -161,6 +161,15 @@ def test_a_step_logged_again_replaces_its_values(api):
         ('{"step": 1, "metrics": {"loss": 1}, "rollouts": [{"rewards": {"t": "x"}}]}', "rollouts"),
         ('{"step": 1, "metrics": {"loss": 1}, "rollouts": [{"messages": ["hi"]}]}', "rollouts"),
         ('{"step": 1, "metrics": {"loss": 1}, "rollouts": [{"lost": true}]}', "rollouts"),
+        # What the rollouts API's schema promises readers of a transcript (TranscriptMessageOut).
+        ('{"step": 1, "metrics": {"loss": 1}, "rollouts": [{"messages": [{"role": "user", "content": 5}]}]}', "rollouts"),
+        ('{"step": 1, "metrics": {"loss": 1}, "rollouts": [{"messages": [{"role": "user", "content": [1]}]}]}',
+         "rollouts"),
+        ('{"step": 1, "metrics": {"loss": 1}, "rollouts": [{"prompt": [{"role": "user", "name": 1}]}]}', "rollouts"),
+        ('{"step": 1, "metrics": {"loss": 1}, "rollouts": [{"messages": [{"role": "assistant", "tool_calls": '
+         '[{"type": "function"}]}]}]}', "rollouts"),
+        ('{"step": 1, "metrics": {"loss": 1}, "rollouts": [{"messages": [{"role": "assistant", "tool_calls": '
+         '[{"function": {"name": "f", "arguments": 3}}]}]}]}', "rollouts"),
         ('{"step": 1, "metrics": {"loss": 1}, "rollouts": [{"reward": 1e400}]}', "rollouts"),
         ('{"step": 1, "metrics": {"loss": 1}, "rollouts": [' + ",".join(["{}"] * 257) + "]}", "rollouts"),
         ('{"step": 1, "metrics": {"loss": 1}, "rollouts": [{"messages": [{"role": "user", "content": "'

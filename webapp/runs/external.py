@@ -161,6 +161,36 @@ def _number_errors(metrics: Any) -> tuple[dict[str, float], list[str]]:
     return out, []
 
 
+def _message_error(message: Any) -> str | None:
+    """What is wrong with one chat message of a logged transcript, or None: it must be what the
+    rollouts API's schema promises readers (webapp/runs/serializers.py TranscriptMessageOut)."""
+    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+        return "each message is an object with a role (a string) and content"
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        parts_ok = isinstance(content, list) and all(
+            isinstance(part, dict) and all(isinstance(part.get(key, ""), str) for key in ("type", "text"))
+            for part in content
+        )
+        if not parts_ok:
+            return "content is a string, null, or a list of parts {type, text} with string values"
+    if not isinstance(message.get("name", ""), str):
+        return "name is a string"
+    calls = message.get("tool_calls", [])
+    if not isinstance(calls, list):
+        return "tool_calls is a list"
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if (
+            not isinstance(function, dict)
+            or not isinstance(function.get("name"), str)
+            or not isinstance(function.get("arguments"), str | dict)
+            or not all(isinstance(call.get(key, ""), str) for key in ("type", "id"))
+        ):
+            return "each tool call is {type, id, function: {name: string, arguments: object or JSON text}}"
+    return None
+
+
 def _rollout_errors(rollouts: Any) -> list[str]:
     if not isinstance(rollouts, list):
         return ["a list of rollouts: {prompt, messages, rewards: {term: number}, reward, advantage}"]
@@ -175,9 +205,12 @@ def _rollout_errors(rollouts: Any) -> list[str]:
             return [f"{where}: unknown field(s) {', '.join(map(str, unknown))}; known: {', '.join(sorted(ROLLOUT_KEYS))}"]
         if not isinstance(row.get("messages", []), list) or not isinstance(row.get("prompt", []), list | str):
             return [f"{where}: messages is a list of chat messages, prompt a list of them or a string"]
-        for message in row.get("messages", []):
-            if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-                return [f"{where}: each message is an object with a role and content"]
+        prompt = row.get("prompt", [])
+        for part, messages in (("messages", row.get("messages", [])), ("prompt", prompt if isinstance(prompt, list) else [])):
+            for number, message in enumerate(messages):
+                problem = _message_error(message)
+                if problem:
+                    return [f"{where}: {part}[{number}]: {problem}"]
         rewards = row.get("rewards", {})
         if not isinstance(rewards, dict) or len(rewards) > MAX_METRICS:
             return [f"{where}: rewards is an object {{term: number}} of at most {MAX_METRICS} terms"]
