@@ -13,7 +13,7 @@ from tests.e2e.helpers import metric_steps, register_echo, run_config, wait_for,
 from tests.support.chaos import seconds_until_progress
 from tests.support.processes import worker_child_pids, worker_ready
 from tests.support.redis_server import owned_redis_port, start_redis, stop_redis
-from webapp.runs.models import Rollout, Run, RunEvent
+from webapp.runs.models import Rollout, Run, RunEvent, RunNotification
 from webapp.runs.services import run_mark_stale_interrupted
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -28,11 +28,14 @@ def _rollout_steps(run_id: int) -> list[int]:
 
 
 @pytest.mark.chaos
-def test_killed_training_process_is_taken_over_from_its_checkpoint(api, echo_url, worker, chaos_row):
+def test_killed_training_process_is_taken_over_from_its_checkpoint(api, echo_url, worker, chaos_row, listener):
+    """Also issue 22's "a killed-and-taken-over run sends nothing twice": the owner's json://
+    listener gets the end once, from the attempt that finished."""
     env_id = register_echo(api, echo_url)
-    run_id = api.post(
-        "/api/runs/", run_config(env_id, max_steps=16, save_steps=3), format="json"
-    ).json()["id"]
+    assert api.put("/api/account/secrets/notify_url/", {"value": listener.url}, format="json").status_code == 200
+    config = run_config(env_id, max_steps=16, save_steps=3)
+    config["alerts"] = {"notify": ["finished", "failed"]}
+    run_id = api.post("/api/runs/", config, format="json").json()["id"]
     wait_for(
         lambda: (
             (Run.objects.get(pk=run_id).checkpoint_step or 0) >= 3
@@ -58,6 +61,12 @@ def test_killed_training_process_is_taken_over_from_its_checkpoint(api, echo_url
     assert metric_steps(run_id, "reward") == list(range(1, 17))
     assert _rollout_steps(run_id) == list(range(1, 17))
     assert Rollout.objects.filter(run_id=run_id).count() == 16 * 4
+    listener.wait_for(1, 60)
+    time.sleep(3)  # room for a second send, were there one
+    assert [body["title"] for _, body in listener.posts] == [f"envlab run {run_id} (e2e): finished (succeeded) at step 16"]
+    assert list(RunNotification.objects.filter(run_id=run_id).values_list("key", "state")) == [
+        ("finished:attempt2", "sent")
+    ]
 
 
 def test_cancel_stops_within_ten_seconds_with_a_checkpoint_and_resume_finishes(

@@ -143,3 +143,41 @@ def test_an_offline_worker_says_why_it_cannot_push(api, owner, finished_run, mon
     assert run_job(job_id=job_id, lease_owner="w-1") == "failed"
     error = Job.objects.get(pk=job_id).error
     assert "HF_HUB_OFFLINE=1" in error and "HF_HUB_OFFLINE=0 to push" in error
+
+
+def test_an_evaluation_is_pushed_as_its_episodes_exports_parquet_with_a_card(api, owner, settings, online):
+    from webapp.evaluations.models import Evaluation, EvaluationEpisode
+
+    evaluation = Evaluation.objects.create(
+        owner=owner, environment_name="echo", environment_key="echo", prompt="Echo 'x'.",
+        model_specs=[{"spec": "solver", "label": "solver", "kind": "solver"}], episodes=3, seed=7, total=3,
+        status="succeeded",
+    )
+    for index in range(3):
+        EvaluationEpisode.objects.create(
+            evaluation=evaluation, model_index=0, model="solver", index=index, seed=7 + index, reward=index / 2,
+            won=index == 2, messages=[{"role": "user", "content": f"<i>e{index}</i>"}],
+        )
+    user_secret_set(user=owner, name="hf_token", value="hf_alice_secret_0001")
+    queued = api.post(f"/api/evaluations/{evaluation.pk}/push/", {"repo_id": "alice/echo-evals"}, format="json")
+    assert queued.status_code == 202, queued.json()
+    job = Job.objects.get(pk=queued.json()["id"])
+
+    with hub_standin() as (hub_url, hub):
+        settings.ENVLAB_HF_ENDPOINT = hub_url
+        assert job_claim(job_id=job.pk, lease_owner="w-1").outcome == "claimed"
+        assert run_job(job_id=job.pk, lease_owner="w-1") == "succeeded"
+
+    job.refresh_from_db()
+    assert (job.status, job.error) == ("succeeded", "")
+    files = hub.files["alice/echo-evals"]
+    assert set(files) == {"data/train-00000-of-00001.parquet", "README.md"}
+    exported = api.get(f"/api/evaluations/{evaluation.pk}/episodes/export/?format=parquet")
+    assert exported.status_code == 200
+    expected = pq.read_table(io.BytesIO(_body(exported)))
+    pushed = pq.read_table(io.BytesIO(files["data/train-00000-of-00001.parquet"]))
+    assert pushed.schema == expected.schema and pushed.num_rows == expected.num_rows == 3
+    assert pushed.to_pylist() == expected.to_pylist()
+    card = files["README.md"].decode()
+    assert f"3 episodes of envlab evaluation {evaluation.pk}" in card and "hf_alice_secret_0001" not in card
+    assert job.result["rows"] == 3 and hub.repos["alice/echo-evals"]["type"] == "dataset"

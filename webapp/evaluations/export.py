@@ -43,7 +43,8 @@ def models_after(model_index: int, index: int) -> Any:
 def episode_row(evaluation: Any, row: dict[str, Any]) -> dict[str, Any]:
     return {
         "evaluation": evaluation.pk,
-        "env": evaluation.environment.name,
+        # The entry's name now, or the one it played under once its row was deleted (SET_NULL).
+        "env": evaluation.environment.name if evaluation.environment is not None else evaluation.environment_name,
         "model": row["model"],
         "model_index": row["model_index"],
         "index": row["index"],
