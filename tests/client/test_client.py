@@ -19,11 +19,14 @@ from envlab_client.config import load_login, save_login
 
 ROUTES: dict[str, tuple[Any, ...]] = {}
 SEEN: list[tuple[str, str, str | None]] = []
+BODIES: list[Any] = []  # each request's JSON body, None without one
 
 
 class Handler(BaseHTTPRequestHandler):
     def _answer(self) -> None:
         SEEN.append((self.command, self.path, self.headers.get("Authorization")))
+        length = int(self.headers.get("Content-Length") or 0)
+        BODIES.append(json.loads(self.rfile.read(length)) if length else None)
         status, body, *headers = ROUTES.get(self.path, (404, {"detail": "Not found."}))
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
@@ -47,6 +50,7 @@ def lab() -> Iterator[str]:
     thread.start()
     ROUTES.clear()
     SEEN.clear()
+    BODIES.clear()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
@@ -75,6 +79,29 @@ def test_a_capped_bare_list_is_followed_through_its_link_header(lab):
                                                          "results": [{"id": 7}]})
     assert Client(lab, "t0k").runs(tag="a") == [{"id": 9}, {"id": 8}, {"id": 7}]
     assert [path for _, path, _ in SEEN] == ["/api/runs/?tag=a", "/api/runs/?tag=a&limit=2&offset=2"]
+
+
+def test_sweeps_are_launched_listed_read_and_their_rest_cancelled(lab):
+    sweep = {"id": 3, "name": "lr", "method": "random", "status": "running", "size": 4}
+    ROUTES["/api/sweeps/"] = (201, sweep)
+    client = Client(lab, "t0k")
+    base = {"name": "b", "model": "demo:echo"}
+    assert client.launch_sweep(base, {"grpo.seed": [0, 1]}, name="lr", method="random", count=4, seed=0) == sweep
+    # A seed of 0 is sent; an empty name and an absent count are not.
+    client.launch_sweep(base, {"grpo.seed": [0, 1]})
+    assert BODIES == [
+        {"base": base, "grid": {"grpo.seed": [0, 1]}, "method": "random", "name": "lr", "count": 4, "seed": 0},
+        {"base": base, "grid": {"grpo.seed": [0, 1]}, "method": "grid"},
+    ]
+    ROUTES["/api/sweeps/"] = (200, [sweep])
+    ROUTES["/api/sweeps/3/?metric=loss"] = (200, {**sweep, "metric": "loss", "members": []})
+    ROUTES["/api/sweeps/3/cancel-rest/"] = (200, {"cancelled": [11, 12]})
+    assert client.sweeps() == [sweep]
+    assert client.sweep(3, metric="loss")["metric"] == "loss"
+    assert client.cancel_sweep_rest(3) == [11, 12]
+    assert [(method, path) for method, path, _ in SEEN[2:]] == [
+        ("GET", "/api/sweeps/"), ("GET", "/api/sweeps/3/?metric=loss"), ("POST", "/api/sweeps/3/cancel-rest/"),
+    ]
 
 
 def test_rollout_pages_are_followed(lab):

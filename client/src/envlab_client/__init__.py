@@ -11,9 +11,10 @@ from envlab_client.client import (
     Recipe,
     Rollout,
     Run,
+    Sweep,
 )
 
-__all__ = ["Client", "EnvlabError", "Environment", "Evaluation", "Job", "Recipe", "Rollout", "Run", "read_parquet"]
+__all__ = ["Client", "EnvlabError", "Environment", "Evaluation", "Job", "Recipe", "Rollout", "Run", "Sweep", "read_parquet"]
 __version__ = "0.1.0"
 
 

@@ -119,6 +119,24 @@ class Job(TypedDict, total=False):
     error: str
 
 
+class Sweep(TypedDict, total=False):
+    id: int
+    name: str
+    method: str
+    count: int | None
+    seed: int | None
+    status: str
+    grid: dict[str, Any]
+    size: int
+    statuses: dict[str, int]
+    url: str
+    # GET sweeps/<id>/ only:
+    base: dict[str, Any]
+    paths: list[str]
+    metric: str
+    members: list[dict[str, Any]]
+
+
 TERMINAL_RUN_STATUSES = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
 
 
@@ -327,6 +345,34 @@ class Client:
 
     def events(self, run_id: int) -> list[dict[str, Any]]:
         return self.fetch_all(f"runs/{run_id}/events/")
+
+    # --- sweeps -----------------------------------------------------------------------------
+
+    def sweeps(self) -> list[Sweep]:
+        return self.fetch_all("sweeps/")
+
+    def sweep(self, sweep_id: int, metric: str | None = None) -> Sweep:
+        """The sweep with its members, their differing parameters and `metric`'s summary each."""
+        return self.request("GET", f"sweeps/{sweep_id}/", params={"metric": metric} if metric else None)
+
+    def launch_sweep(
+        self, base: Mapping[str, Any], grid: Mapping[str, list[Any]], *, name: str = "", method: str = "grid",
+        count: int | None = None, seed: int | None = None,
+    ) -> Sweep:
+        """Runs from `base` (a run config) over `grid` ({dotted config path: values}): every
+        combination (`method="grid"`) or `count` random draws (`"random"`, with `seed`). Members
+        beyond your active-run quota wait, pending, and start as slots free."""
+        body: dict[str, Any] = {"base": dict(base), "grid": dict(grid), "method": method}
+        if name:
+            body["name"] = name
+        for key, value in (("count", count), ("seed", seed)):
+            if value is not None:
+                body[key] = value
+        return self.request("POST", "sweeps/", json=body)
+
+    def cancel_sweep_rest(self, sweep_id: int) -> list[int]:
+        """Cancel the members still pending (running ones go on); the runs cancelled."""
+        return self.request("POST", f"sweeps/{sweep_id}/cancel-rest/")["cancelled"]
 
     # --- evaluations, recipes, jobs ---------------------------------------------------------
 
