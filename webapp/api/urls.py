@@ -36,6 +36,7 @@ urlpatterns = [
     ),
     path("runs/", run_apis.RunListApi.as_view(), name="api-runs"),
     path("runs/demo/", run_apis.RunDemoApi.as_view(), name="api-run-demo"),
+    path("runs/probe/", workbench_apis.RunProbeApi.as_view(), name="api-run-probe"),
     path("runs/external/", run_apis.RunExternalApi.as_view(), name="api-run-external"),
     path("runs/<int:pk>/log/", run_apis.RunLogApi.as_view(), name="api-run-log"),
     path("runs/<int:pk>/finish/", run_apis.RunFinishApi.as_view(), name="api-run-finish"),

@@ -44,6 +44,7 @@ from webapp.runs.config import (
     parse_run_config,
 )
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
+from webapp.runs.probe import latest_probe, probe_key, probe_sentence
 from webapp.runs.routing import TRAIN_QUEUE, Needs, queue_for, run_needs
 from webapp.runs.selectors import (
     run_environment_refusal,
@@ -402,6 +403,8 @@ class LaunchPlan:
     warnings: dict[str, list[str]]
     # No worker can carry the run now, and the config says to wait for one.
     waiting: str | None
+    # The newest learnability probe of this config (webapp/runs/probe.py), quoted by the first event.
+    probe: dict[str, Any] | None = None
 
 
 def run_launch_plan(*, owner: AbstractBaseUser, config: RunConfig) -> LaunchPlan:
@@ -412,6 +415,10 @@ def run_launch_plan(*, owner: AbstractBaseUser, config: RunConfig) -> LaunchPlan
         raise RunConfigError(in_keys_given(errors, legacy_warmup=DEPRECATED_WARMUP_KEY in config.deprecations))
     # Deprecated keys first: the launch response's `warnings` and the run's launch_warning events.
     warnings = {**config.deprecations, **run_config_warnings(config=config, user=owner)}
+    # Before the model is pinned: the probe keyed the config as it was given.
+    probe = latest_probe(owner=owner, key=probe_key(config)) if config.grpo is not None else None
+    if probe is not None and probe["warning"]:
+        warnings.setdefault("probe", []).append(f"{probe['warning']} (learnability probe, job #{probe['job']})")
     # Last: a config that is wrong anyway hears about what to fix in it first.
     waiting = run_worker_refusal(config=config)
     if waiting and not config.wait_for_worker:
@@ -420,7 +427,7 @@ def run_launch_plan(*, owner: AbstractBaseUser, config: RunConfig) -> LaunchPlan
         config.model = model_pinned(model=config.model, user=owner)
     except ModelRefError as exc:  # the checkpoint went away since the check
         raise RunConfigError({"model": [str(exc)]}) from None
-    return LaunchPlan(config=config, needs=run_needs(config), warnings=warnings, waiting=waiting)
+    return LaunchPlan(config=config, needs=run_needs(config), warnings=warnings, waiting=waiting, probe=probe)
 
 
 def run_create(*, owner: AbstractBaseUser, plan: LaunchPlan, group: str = "", pending: str = "") -> Run:
@@ -444,11 +451,14 @@ def run_create(*, owner: AbstractBaseUser, plan: LaunchPlan, group: str = "", pe
         group=group,
     )
     run.environments.set([item.environment for item in config.environments])
+    # The first event quotes the config's learnability probe, where one was run.
+    probe = {"probe": plan.probe} if plan.probe is not None else {}
+    told = f" {probe_sentence(plan.probe)}" if plan.probe is not None else ""
     if pending:
-        RunEvent.objects.create(run=run, kind="pending", message=pending)
+        RunEvent.objects.create(run=run, kind="pending", message=pending + told, data=probe)
     else:
         queued = "Run queued." if run.queue == TRAIN_QUEUE else f"Run queued for a worker with {needs.describe()} ({run.queue})."
-        RunEvent.objects.create(run=run, kind="queued", message=queued)
+        RunEvent.objects.create(run=run, kind="queued", message=queued + told, data=probe)
     for field, messages in plan.warnings.items():
         for message in messages:
             RunEvent.objects.create(run=run, kind=LAUNCH_WARNING, message=message, data={"field": field})

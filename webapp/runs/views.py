@@ -18,6 +18,7 @@ from webapp.catalog.models import Environment
 from webapp.catalog.selectors import environments_visible_to
 from webapp.core.plotly import plotly_url
 from webapp.core.throttles import throttle_posts
+from webapp.jobs.models import Job
 from webapp.rewards.selectors import recipes_visible_to
 from webapp.runs.checkpoints import run_checkpoints
 from webapp.runs.config import RunConfigError, has_sft_warmup
@@ -35,6 +36,7 @@ from webapp.runs.forms import (
 from webapp.runs.labels import NAME_MAX_LENGTH
 from webapp.runs.models import Rollout, Run
 from webapp.runs.presets import preset_config_for, preset_get, presets
+from webapp.runs.probe import PROBE_JOB_KIND, probe_start
 from webapp.runs.selectors import (
     RUN_CHANGE_REFUSAL,
     run_alerts,
@@ -216,13 +218,18 @@ def run_new(request: HttpRequest) -> HttpResponse:
     # form (opened). A run the user may not see is a 404, as everywhere.
     preset = preset_get(slug=request.GET.get("preset", "")[:64]) if posted is None else None
     source = _launch_again_source(request) if posted is None and preset is None else None
+    # A learnability probe's page links back here with ?probe=<job id>: its numbers above the
+    # form, and the config it probed in the JSON form.
+    probe = _probe_card(request) if posted is None and preset is None and source is None else None
     if source is not None:
         start = launch_again_config(source)
     elif preset is not None:
         start = preset_config_for(preset=preset, user=request.user)
+    elif probe is not None and isinstance(probe["job"].params.get("run_config"), dict):
+        start = probe["job"].params["run_config"]
     else:
         start = demo_config(echo.pk if echo else 1)
-    if preset is not None or source is not None:
+    if preset is not None or source is not None or probe is not None:
         mode = "json"
     json_form = RunJsonForm(posted if mode == "json" else None, initial={"config_json": json.dumps(start, indent=2)})
     top_errors: list[str] = []
@@ -235,14 +242,21 @@ def run_new(request: HttpRequest) -> HttpResponse:
             terms = [term for term in (f.term() for f in rewards.forms) if term is not None]
             data = {**form.config_part(), "rewards": form.rewards_part(terms)}
         if data is not None:
+            probing = request.POST.get("action") == "probe"
             try:
-                run = run_launch(owner=request.user, data=data)
+                if probing:  # a dry run of this config before it is spent (webapp/runs/probe.py)
+                    job = probe_start(owner=request.user, data=data)
+                else:
+                    run = run_launch(owner=request.user, data=data)
             except RunConfigError as exc:
                 if mode == "json":
                     json_errors = [f"{k}: {m}" for k, msgs in exc.errors.items() for m in msgs]
                 else:
                     top_errors = errors_to_form(exc.errors, form, rewards)
             else:
+                if probing:
+                    messages.success(request, f"Learnability probe queued (job #{job.pk}).")
+                    return redirect("job-detail", pk=job.pk)
                 messages.success(request, f"Run #{run.pk} queued.")
                 return redirect("run-detail", pk=run.pk)
     return render(
@@ -263,8 +277,31 @@ def run_new(request: HttpRequest) -> HttpResponse:
             "environments_exist": environments_visible_to(user=request.user).exists(),
             "nav": "new-run",
             "launch_again": source,
+            "probe": probe,
         },
     )
+
+
+def _probe_card(request: HttpRequest) -> dict[str, Any] | None:
+    """The caller's probe named by ?probe=<id>, as the form's card shows it; None without one
+    (another user's job is as absent as a missing one)."""
+    raw = request.GET.get("probe", "")
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 12):
+        return None
+    job = Job.objects.filter(
+        pk=int(raw), owner=request.user, kind=PROBE_JOB_KIND, params__has_key="probe_key"
+    ).first()
+    if job is None:
+        return None
+    result = job.result if isinstance(job.result, dict) else {}
+    numbers = result.get("probe") if isinstance(result.get("probe"), dict) else {}
+    return {
+        "job": job,
+        "result": result,
+        "numbers": numbers,
+        "expected_percent": round(float(numbers.get("expected_zero_variance_fraction") or 0) * 100),
+        "measured_percent": round(float(result.get("zero_variance_fraction") or 0) * 100),
+    }
 
 
 AGAIN_SUFFIX = " (again)"

@@ -26,9 +26,11 @@ from webapp.workbench.composer import (
     draft_preview,
     preview_wants_play,
 )
-from webapp.workbench.dry_run import recipe_dry_run_create
+from webapp.workbench.dry_run import MAX_GROUPS, recipe_dry_run_create
 from webapp.workbench.hub_push import hub_push_create
 from webapp.workbench.learnability import recipe_learnability_create
+from webapp.workbench.probe import DEFAULT_GROUPS as DEFAULT_PROBE_GROUPS
+from webapp.workbench.probe import run_probe_create
 from webapp.workbench.rescore import RescoreIn, run_rescore_create
 
 
@@ -43,6 +45,38 @@ class RecipeDryRunApi(WriteThrottled, APIView):
         recipe = get_object_or_404(recipes_visible_to(user=request.user), pk=pk)
         job = recipe_dry_run_create(owner=request.user, recipe=recipe, data=request.data)
         return Response({"id": job.pk, "status": job.status}, status=status.HTTP_202_ACCEPTED)
+
+
+class RunProbeIn(serializers.Serializer):
+    config = serializers.JSONField(help_text="A run config, as POST /api/runs/ takes it (it is not launched).")
+    groups = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_GROUPS, default=DEFAULT_PROBE_GROUPS,
+        help_text="Prompts to play, each as a group of the config's num_generations completions.",
+    )
+
+
+class JobQueuedOut(serializers.Serializer):
+    id = serializers.IntegerField(help_text="The job: follow it at GET /api/jobs/<id>/.")
+    status = serializers.CharField()
+
+
+class RunProbeApi(WriteThrottled, APIView):
+    """`POST /api/runs/probe/ {config, groups?}` -> 202 `{id, status}`: the learnability probe of a
+    run config, a dry run of its model at its temperature and group size on its first
+    environment and reward. The job's result has the dry run's report with `probe`: the pass
+    rate, the expected share of zero-variance groups (p^G + (1-p)^G) and a warning past one
+    half. Launching the same config then quotes the probe in its first event."""
+
+    write_throttle_scope = "launch"  # a job each: counted as a launch (WriteThrottled)
+
+    @extend_schema(request=RunProbeIn, responses={202: JobQueuedOut})
+    def post(self, request: Request) -> Response:
+        body = RunProbeIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        job = run_probe_create(
+            owner=request.user, data=body.validated_data["config"], groups=body.validated_data["groups"]
+        )
+        return Response(JobQueuedOut(job).data, status=status.HTTP_202_ACCEPTED)
 
 
 class KindChildrenOut(serializers.Serializer):

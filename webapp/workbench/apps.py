@@ -7,3 +7,10 @@ class WorkbenchConfig(AppConfig):
 
     name = "webapp.workbench"
     label = "workbench"
+
+    def ready(self) -> None:
+        # The new-run page (runs, below this app) starts learnability probes through this.
+        from webapp.runs.probe import register_probe_starter
+        from webapp.workbench.probe import run_probe_create
+
+        register_probe_starter(run_probe_create)

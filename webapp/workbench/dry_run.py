@@ -182,12 +182,15 @@ def histogram(values: list[float], bins: int = HISTOGRAM_BINS) -> dict[str, list
 
 
 def dry_run_report(
-    *, groups: list[list[dict[str, float | None]]], term_names: list[str], policy: str
+    *, groups: list[list[dict[str, float | None]]], term_names: list[str], policy: str,
+    floor: float | None = None, ceiling: float | None = None,
 ) -> dict[str, Any]:
     """Per-term distributions, the total's, the zero-variance fraction of groups, the mean
-    within-group spread and a verdict. `groups`: per group, per episode, each term's score and
-    "total" (None where it did not apply). A None total counts as 0, as TRL's nansum of no
-    reward gives 0."""
+    within-group spread, a verdict and the learnability probe's numbers (`probe`: the pass
+    rate and the share of groups it predicts carry no signal). `groups`: per group, per
+    episode, each term's score and "total" (None where it did not apply). A None total counts
+    as 0, as TRL's nansum of no reward gives 0. `floor`/`ceiling`: the recipe's range on the
+    environment, where it is known (webapp/workbench/learnability.py recipe_bounds)."""
     per_term = {
         name: {**_stats([s[name] for g in groups for s in g if s.get(name) is not None]),
                "none": sum(1 for g in groups for s in g if s.get(name) is None)}
@@ -206,7 +209,53 @@ def dry_run_report(
         "zero_variance_fraction": fraction,
         "mean_group_std": sum(spreads) / len(spreads) if spreads else 0.0,
         "verdict": verdict(fraction, policy=policy),
+        "probe": learnability_probe(flat, group_size=len(groups[0]) if groups else 0, floor=floor, ceiling=ceiling),
     }
+
+
+def zero_variance_share(pass_rate: float, group_size: int) -> float:
+    """The share of groups of `group_size` whose completions all pass or all fail, when each
+    passes alone with probability `pass_rate`: p^G + (1-p)^G. Such a group's advantages are
+    all zero: it teaches GRPO nothing."""
+    return pass_rate**group_size + (1.0 - pass_rate) ** group_size
+
+
+def learnability_probe(
+    totals: list[float], *, group_size: int, floor: float | None = None, ceiling: float | None = None
+) -> dict[str, Any]:
+    """Issue 19's probe from a dry run's episode totals: the pass rate `p` (an episode passes
+    above the middle of the recipe's range, or of the range scored here where the recipe's is
+    unknown), the share of zero-variance groups it predicts, and a warning past one half."""
+    if floor is not None and ceiling is not None and ceiling - floor >= ZERO_STD:
+        threshold, basis = (floor + ceiling) / 2, "the middle of the recipe's range"
+    elif totals:
+        threshold, basis = (min(totals) + max(totals)) / 2, "the middle of the totals scored here"
+    else:
+        threshold, basis = 0.0, "no episode was scored"
+    passed = sum(1 for total in totals if total > threshold + ZERO_STD)
+    pass_rate = passed / len(totals) if totals else 0.0
+    expected = zero_variance_share(pass_rate, group_size) if group_size else 1.0
+    return {
+        "episodes": len(totals),
+        "passed": passed,
+        "pass_rate": pass_rate,
+        "pass_threshold": threshold,
+        "threshold_from": basis,
+        "group_size": group_size,
+        "expected_zero_variance_fraction": expected,
+        "warning": probe_warning(pass_rate, expected, group_size),
+    }
+
+
+def probe_warning(pass_rate: float, expected: float, group_size: int) -> str:
+    """The warning, or "" when at least half the groups would carry a signal."""
+    if expected <= 0.5:
+        return ""
+    return (
+        f"About {round(expected * 100)} % of groups of {group_size} would give every completion the same "
+        f"reward (pass rate {pass_rate:.2f}): more than half of GRPO's groups would carry no signal. Make the "
+        "task easier or harder for this model, add a graded reward term, or raise num_generations."
+    )
 
 
 def verdict(fraction: float, *, policy: str) -> str:

@@ -25,6 +25,7 @@ from webapp.rewards.scoring import episode_from_adapter, recipe_total
 from webapp.rewards.terms import RewardTerm, walk_terms
 from webapp.runs.config import RunEnvironment
 from webapp.workbench.dry_run import dry_run_report
+from webapp.workbench.learnability import recipe_bounds
 from worker.datasets import prompt_rows
 from worker.episodes import adapter_tools, play_episode, stated_iterations, tool_schemas
 from worker.play.jobs import LeaseLost
@@ -153,4 +154,11 @@ def dry_run(job: Job, lease_owner: str) -> dict[str, Any]:
         close = getattr(adapter, "_close", None)
         if callable(close):
             close()
-    return dry_run_report(groups=groups, term_names=names, policy=str(params["policy"].get("label", "this policy")))
+    try:  # the recipe's range, for the probe's pass threshold; the totals' own range without it
+        floor, ceiling = recipe_bounds(terms, str(params["environment_key"] or ""), str(params.get("name") or ENV_NAME))
+    except Exception:
+        floor = ceiling = None
+    return dry_run_report(
+        groups=groups, term_names=names, policy=str(params["policy"].get("label", "this policy")),
+        floor=floor, ceiling=ceiling,
+    )

@@ -49,6 +49,16 @@
     byId("dry-run-verdict").textContent = result.verdict;
     byId("dry-run-zero").textContent = Math.round(result.zero_variance_fraction * 100) + " %";
     byId("dry-run-spread").textContent = result.mean_group_std.toFixed(4);
+    var probe = result.probe;  // absent from dry runs made before the probe existed
+    if (probe) {
+      byId("dry-run-pass-rate").textContent = probe.pass_rate.toFixed(2) + " (" + probe.passed + " of " +
+        probe.episodes + " episodes above " + probe.pass_threshold.toFixed(3) + ", " + probe.threshold_from + ")";
+      byId("dry-run-expected").textContent = Math.round(probe.expected_zero_variance_fraction * 100) + " % (G = " +
+        probe.group_size + ")";
+      var warning = byId("dry-run-probe-warning");
+      warning.textContent = probe.warning || "";
+      warning.hidden = !probe.warning;
+    }
     bars(byId("histogram-total"), "total", result.total.histogram);
     var holder = byId("term-histograms");
     holder.textContent = "";
