@@ -100,13 +100,8 @@ def test_a_run_is_pushed_as_the_exports_parquet_with_a_card(api, owner, finished
     assert hub.repos["alice/echo-rollouts"]["visibility"] == "private"
     assert hub.repos["alice/echo-rollouts"]["type"] == "dataset"
     files = hub.files["alice/echo-rollouts"]
-    assert set(files) == {"data/train-00000-of-00001.parquet", "README.md"}
-
-    exported = api.get(f"/api/runs/{finished_run.pk}/rollouts/export/?format=parquet")
-    assert exported.status_code == 200
-    expected = pq.read_table(io.BytesIO(_body(exported)))
-    pushed = pq.read_table(io.BytesIO(files["data/train-00000-of-00001.parquet"]))
-    assert pushed.schema == expected.schema and pushed.num_rows == expected.num_rows == 5
+    pushed, _ = _pushed_and_exported(api, files, f"/api/runs/{finished_run.pk}/rollouts/export/")
+    assert pushed.num_rows == 5
     assert pushed.column("seq").to_pylist() == [1, 2, 3, 4, 5]
     assert job.result == {
         "repo_id": "alice/echo-rollouts", "url": f"{hub_url}/datasets/alice/echo-rollouts", "rows": 5,
@@ -118,6 +113,17 @@ def test_a_run_is_pushed_as_the_exports_parquet_with_a_card(api, owner, finished
     assert "5 rollouts of envlab run" in card and '"tool_called"' in card and "## Run config" in card
     assert hub.cards == [card]
     assert "hf_alice_secret_0001" not in card and "hf_alice_secret_0001" not in str(job.result)
+
+
+def _pushed_and_exported(api, files: dict[str, bytes], export_url: str):
+    """The pushed Parquet and the export endpoint's, which it must equal in schema and rows."""
+    assert set(files) == {"data/train-00000-of-00001.parquet", "README.md"}
+    exported = api.get(f"{export_url}?format=parquet")
+    assert exported.status_code == 200
+    expected = pq.read_table(io.BytesIO(_body(exported)))
+    pushed = pq.read_table(io.BytesIO(files["data/train-00000-of-00001.parquet"]))
+    assert pushed.schema == expected.schema and pushed.num_rows == expected.num_rows
+    return pushed, expected
 
 
 def test_a_dead_hub_fails_the_job_with_its_reason(api, owner, finished_run, settings, online):
@@ -171,13 +177,8 @@ def test_an_evaluation_is_pushed_as_its_episodes_exports_parquet_with_a_card(api
     job.refresh_from_db()
     assert (job.status, job.error) == ("succeeded", "")
     files = hub.files["alice/echo-evals"]
-    assert set(files) == {"data/train-00000-of-00001.parquet", "README.md"}
-    exported = api.get(f"/api/evaluations/{evaluation.pk}/episodes/export/?format=parquet")
-    assert exported.status_code == 200
-    expected = pq.read_table(io.BytesIO(_body(exported)))
-    pushed = pq.read_table(io.BytesIO(files["data/train-00000-of-00001.parquet"]))
-    assert pushed.schema == expected.schema and pushed.num_rows == expected.num_rows == 3
-    assert pushed.to_pylist() == expected.to_pylist()
+    pushed, expected = _pushed_and_exported(api, files, f"/api/evaluations/{evaluation.pk}/episodes/export/")
+    assert pushed.num_rows == 3 and pushed.to_pylist() == expected.to_pylist()
     card = files["README.md"].decode()
     assert f"3 episodes of envlab evaluation {evaluation.pk}" in card and "hf_alice_secret_0001" not in card
     assert job.result["rows"] == 3 and hub.repos["alice/echo-evals"]["type"] == "dataset"
