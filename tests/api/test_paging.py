@@ -98,3 +98,25 @@ def test_the_evaluation_episodes_keep_their_page_shape_with_links(api, owner, mo
     page = api.get(url, {"limit": 2, "offset": 2}).json()
     assert list(page) == ["count", "next", "previous", "results"] and page["count"] == 3
     assert page["results"] == second["results"]
+
+
+def test_cursor_lists_answer_the_same_shape_with_a_count_on_every_page(api, owner):
+    from webapp.runs.models import Rollout, RunEvent
+
+    run = RunFactory(owner=owner, name="r")
+    for seq in range(1, 6):
+        Rollout.objects.create(run=run, seq=seq, step=seq, reward=seq / 10, rewards={"t": seq / 10})
+    for index in range(3):
+        RunEvent.objects.create(run=run, kind="queued", message=f"m{index}")
+    url = f"/api/runs/{run.pk}/rollouts/"
+    first = api.get(url, {"limit": 2}).json()
+    assert list(first)[:4] == ["count", "next", "previous", "results"] and first["count"] == 5
+    assert first["previous"] is None and [r["seq"] for r in first["results"]] == [1, 2]
+    second = api.get(first["next"]).json()
+    assert second["count"] == 5 and [r["seq"] for r in second["results"]] == [3, 4]  # the count ignores the cursor
+    assert api.get(url, {"min_reward": 0.3}).json()["count"] == 3
+    by_reward = api.get(url, {"ordering": "-reward", "limit": 2, "offset": 2}).json()
+    assert [r["seq"] for r in by_reward["results"]] == [3, 2] and "offset=0" in by_reward["previous"]
+    events = api.get(f"/api/runs/{run.pk}/events/", {"limit": 2}).json()
+    assert (events["count"], events["previous"], len(events["results"])) == (3, None, 2)
+    assert api.get(events["next"]).json()["count"] == 3

@@ -14,6 +14,7 @@ from rest_framework import status
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
 from envs.adapters.tool_metrics import MAX_TOOL_NAME, safe_tool_name
@@ -384,6 +385,7 @@ class RunRolloutsApi(APIView):
             run=run, search=search, ordering=ordering, step=step, env=request.query_params.get("env") or None,
             after_seq=after_seq, before_seq=before_seq,
         )
+        previous = None
         if ordering.lstrip("-") == "seq":
             fetched = list(rows[: limit + 1])
             cursor = "after_seq" if ordering == "seq" else "before_seq"
@@ -391,7 +393,15 @@ class RunRolloutsApi(APIView):
         else:
             fetched = list(rows[offset : offset + limit + 1])
             page, next_url = _keyset_page(request, fetched, limit, "offset", lambda row: offset + limit)
-        return Response(RolloutPageOut({"results": page, "next": next_url, "search": found}).data)
+            if offset:
+                previous = replace_query_param(request.build_absolute_uri(), "offset", max(0, offset - limit))
+        # The count is of every match, whatever the cursor: the same on every page.
+        matching, _ = run_rollout_search(
+            run=run, search=search, ordering=ordering, step=step, env=request.query_params.get("env") or None,
+        )
+        return Response(RolloutPageOut({
+            "count": matching.count(), "next": next_url, "previous": previous, "results": page, "search": found,
+        }).data)
 
 
 def _rollout_search(request: Request, before_seq: int | None) -> tuple[RolloutSearch, str]:
@@ -459,7 +469,10 @@ class RunEventsApi(APIView):
         limit = int_param(request, "limit", 100, 1, 500)
         rows = list(run_events(run=run, after_id=after)[: limit + 1])
         page, next_url = _keyset_page(request, rows, limit, "after", lambda row: row.pk)
-        return Response({"results": RunEventOut(page, many=True).data, "next": next_url})
+        return Response({
+            "count": run_events(run=run).count(), "next": next_url, "previous": None,
+            "results": RunEventOut(page, many=True).data,
+        })
 
 
 class RunToolsApi(APIView):

@@ -259,10 +259,12 @@ class RunEventOut(serializers.ModelSerializer):
 class RunEventPageOut(serializers.Serializer):
     """`GET /api/runs/<id>/events/`: one page of the run's events, oldest first."""
 
-    results = RunEventOut(many=True)
+    count = serializers.IntegerField(help_text="The run's events, on every page (`after` aside).")
     next = serializers.CharField(
         allow_null=True, help_text="The next page's URL (`after` the last event shown); null on the last page."
     )
+    previous = serializers.CharField(allow_null=True, help_text="Always null: a cursor page links forward only.")
+    results = RunEventOut(many=True)
 
 
 class RunToolOut(serializers.Serializer):
@@ -439,8 +441,16 @@ class RolloutSearchOut(serializers.Serializer):
 
 
 class RolloutPageOut(serializers.Serializer):
-    results = RolloutOut(many=True)
+    """One page of the run's rollouts, in the API's one paging shape (webapp/core/paging.py)."""
+
+    count = serializers.IntegerField(help_text="Rollouts that match the filters, on every page (cursors aside).")
     next = serializers.CharField(allow_null=True, help_text="The next page's URL; null on the last page.")
+    previous = serializers.CharField(
+        allow_null=True,
+        help_text="By reward or advantage (`offset` pages): the page before; by seq a cursor page links forward "
+        "only, and this is null.",
+    )
+    results = RolloutOut(many=True)
     search = RolloutSearchOut(allow_null=True, help_text="How `q` was searched; null without `q`.")
 
 
