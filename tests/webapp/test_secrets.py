@@ -125,6 +125,7 @@ def test_secrets_are_encrypted_at_rest_and_shown_only_as_last_four(api, owner, o
         {"name": "openreward_api_key", "label": "Open Reward API key", "is_set": True, "last4": "WXYZ"},
         {"name": "hf_token", "label": "Hugging Face token", "is_set": False, "last4": ""},
         {"name": "notify_url", "label": "Notification URL", "is_set": False, "last4": ""},
+        {"name": "wandb_api_key", "label": "Weights & Biases API key", "is_set": False, "last4": ""},
     ]
     # Another user sees only their own (unset) keys, and cannot read the owner's.
     assert outsider_api.get("/api/account/secrets/openreward_api_key/").json()["is_set"] is False

@@ -12,6 +12,8 @@ class UserSecret(models.Model):
         HF_TOKEN = "hf_token", "Hugging Face token"
         # An apprise URL (json://, ntfys://, slack://...) run notifications go to (webapp/runs/telemetry/notify.py).
         NOTIFY_URL = "notify_url", "Notification URL"
+        # Given to the user's runs that report to W&B (`report_to`), where the worker's operator set no key.
+        WANDB_API_KEY = "wandb_api_key", "Weights & Biases API key"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="secrets")
     name = models.CharField(max_length=32, choices=Name.choices)

@@ -26,6 +26,7 @@ from envs.adapters import outage, toolstats  # noqa: E402
 from envs.adapters.activity import ACTIVITY, GENERATION, STARTING, TRAINING_STEP  # noqa: E402
 from envs.adapters.router import router_class  # noqa: E402
 from envs.netguard import check_outbound_url  # noqa: E402
+from webapp.accounts.secrets import user_secret_value  # noqa: E402
 from webapp.catalog.adapters import environment_adapter  # noqa: E402
 from webapp.catalog.credentials import ors_credentials  # noqa: E402
 from webapp.catalog.models import Environment  # noqa: E402
@@ -68,7 +69,7 @@ from worker.training.rewards import compile_rewards, scored_episode  # noqa: E40
 from worker.training.stall import StallWatch  # noqa: E402
 from worker.training.system_metrics import LatestSample, SystemSampler, rank_metrics  # noqa: E402
 from worker.training.telemetry import TelemetrySink  # noqa: E402
-from worker.training.trackers import prepare_trackers  # noqa: E402
+from worker.training.trackers import USER_CREDENTIALS, prepare_trackers  # noqa: E402
 from worker.training.vllm_guard import guard_vllm_client, trust_vllm_origin  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -472,7 +473,13 @@ def build_trainer(
             trust_vllm_origin(vllm_server_base_url)
         guard_vllm_client()
     # Other trackers the run reports to read their settings from the environment (worker/training/trackers.py).
-    prepare_trackers(config, output_dir=output_dir, trackio_dir=Path(settings.ENVLAB_TRACKIO_DIR))
+    prepare_trackers(
+        config, output_dir=output_dir, trackio_dir=Path(settings.ENVLAB_TRACKIO_DIR),
+        credentials={
+            variable: value for variable, name in USER_CREDENTIALS.items()
+            if config.report_to and (value := user_secret_value(user=run.owner, name=name))
+        },
+    )
     # The one schema's fields by name, plus the lab's constants (worker/training/grpo_args.py).
     args = GRPOConfig(
         **grpo_config_kwargs(

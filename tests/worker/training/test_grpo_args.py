@@ -4,6 +4,7 @@ the vLLM settings; the trainer is what would load vLLM)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from typing import Any
 
@@ -175,6 +176,35 @@ def test_other_trackers_are_reported_to_by_trls_names_and_trackio_stays_local(tm
     assert (args.report_to, args.run_name, args.project, args.trackio_space_id) == (
         ["trackio", "tensorboard"], "run-7", "envlab", None
     )
+
+
+def test_a_users_stored_wandb_key_reaches_only_their_run_and_never_past_the_operators(tmp_path, monkeypatch):
+    """Issue 20 item 4: credentials from the worker's environment or the owner's stored secrets,
+    never from the config; one run's key is gone before the next run in the same process."""
+    from worker.training import trackers
+
+    monkeypatch.setattr(trackers, "_OPERATOR", frozenset())
+    for variable in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_DIR", "WANDB_PROJECT"):
+        monkeypatch.setenv(variable, "")  # recorded as it was, so that what the run sets goes at the end
+        monkeypatch.delenv(variable)
+    wandb = parse_run_config({**BASE, "report_to": ["wandb"]})
+    monkeypatch.setitem(trackers.PACKAGES, "wandb", "json")  # a package that is there: W&B itself is not installed
+    trackers.prepare_trackers(wandb, output_dir=tmp_path, trackio_dir=tmp_path, credentials={"WANDB_API_KEY": "k-alice"})
+    assert os.environ["WANDB_API_KEY"] == "k-alice" and os.environ["WANDB_MODE"] == "offline"
+    # The next run in this process has no key of its own (or reports to nothing): none is left.
+    trackers.prepare_trackers(wandb, output_dir=tmp_path, trackio_dir=tmp_path, credentials={})
+    assert "WANDB_API_KEY" not in os.environ
+    trackers.prepare_trackers(wandb, output_dir=tmp_path, trackio_dir=tmp_path, credentials={"WANDB_API_KEY": "k"})
+    trackers.prepare_trackers(parse_run_config(BASE), output_dir=tmp_path, trackio_dir=tmp_path)
+    assert "WANDB_API_KEY" not in os.environ
+    # A key only for a run that reports to W&B; the operator's own key wins and stays.
+    assert "WANDB_API_KEY" not in trackers.tracker_environment(
+        ["trackio"], output_dir=tmp_path, trackio_dir=tmp_path, credentials={"WANDB_API_KEY": "k"}
+    )
+    monkeypatch.setattr(trackers, "_OPERATOR", frozenset({"WANDB_API_KEY"}))
+    monkeypatch.setenv("WANDB_API_KEY", "operator")
+    trackers.prepare_trackers(wandb, output_dir=tmp_path, trackio_dir=tmp_path, credentials={"WANDB_API_KEY": "k"})
+    assert os.environ["WANDB_API_KEY"] == "operator"
 
 
 def test_a_trackers_files_go_where_the_operator_did_not_say_otherwise(tmp_path, monkeypatch):
