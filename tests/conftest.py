@@ -10,6 +10,14 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A transactional test's flush that loses a deadlock to the session's worker is tried again
+    # (tests/support/flush.py). After Django is set up: pytest-django configures it first.
+    from tests.support.flush import retry_flush_after_deadlock
+
+    retry_flush_after_deadlock()
+
 pytest_plugins = [
     "tests.fixtures.accounts",
     "tests.fixtures.catalog",
