@@ -1,9 +1,11 @@
 """Fixtures of the server-rendered pages' tests: an echo environment row with no server behind
 it (the suite's echo_env has one) and an empty models folder. The personas and their clients
-are tests/fixtures/accounts.py's."""
+are tests/fixtures/accounts.py's. A running run with metrics, rollouts (one with markup in
+its transcript) and events, for the run page's and the admin's tests."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +14,9 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from tests.factories import EnvironmentFactory
-from tests.webapp.pages import ECHO_TOOLS
+from tests.webapp.pages import ECHO_TOOLS, XSS, make_run
 from webapp.catalog.models import Environment
+from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 
 
 @pytest.fixture
@@ -33,3 +36,56 @@ def no_models(settings: Any, tmp_path: Path) -> Path:
     """An empty model folder: no demo model is built in these tests."""
     settings.MODELS_DIR = tmp_path / "models"
     return settings.MODELS_DIR
+
+
+@pytest.fixture
+def recorded_run(owner: User, echo_env: Environment) -> Run:
+    run = make_run(
+        owner, status=Run.Status.RUNNING, step=2, heartbeat_at=timezone.now(), last_seq=4
+    )
+    run.started_at = timezone.now() - timedelta(seconds=20)
+    run.save()
+    for step, seq in [(1, 1), (2, 3)]:
+        MetricPoint.objects.create(run=run, step=step, key="reward", value=0.25 * step, seq=seq)
+        MetricPoint.objects.create(
+            run=run, step=step, key="rewards/env_reward/mean", value=0.5, seq=seq
+        )
+        MetricPoint.objects.create(
+            run=run, step=step, key="tools/failure_frequency", value=0.0, seq=seq
+        )
+    Rollout.objects.create(
+        run=run,
+        seq=2,
+        step=1,
+        env="echo",
+        prompt=[{"role": "user", "content": "Echo 'hello'."}],
+        messages=[{"role": "assistant", "content": "plain"}],
+        rewards={"env_reward": 1.0},
+        reward=1.0,
+        advantage=0.5,
+    )
+    Rollout.objects.create(
+        run=run,
+        seq=4,
+        step=2,
+        env="echo",
+        prompt=[{"role": "user", "content": "Echo 'x'."}],
+        messages=[
+            {
+                "role": "assistant",
+                "content": XSS,
+                "tool_calls": [
+                    {
+                        "type": "function",
+                        "function": {"name": "echo", "arguments": {"message": XSS}},
+                    }
+                ],
+            },
+            {"role": "tool", "name": "echo", "content": f"echoed {XSS}"},
+        ],
+        rewards={"env_reward": 0.0, "tool_called": None},
+        reward=0.0,
+        advantage=-0.5,
+    )
+    RunEvent.objects.create(run=run, kind="claimed", message="host:1 claimed the run (attempt 1).")
+    return run

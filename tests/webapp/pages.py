@@ -1,12 +1,17 @@
 """What the page tests share beside fixtures (tests/webapp/conftest.py): the echo tool's
-schema, the run form's complete data, and one form field's HTML."""
+schema, the run form's complete data, one form field's HTML, and a run row made by hand."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from django.contrib.auth.models import User
+
 from webapp.catalog.models import Environment
+from webapp.runs.models import Run
+
+XSS = "<script>alert(1)</script>"
 
 ECHO_TOOLS = [
     {
@@ -67,3 +72,16 @@ def field_block(content: str, field_id: str) -> str:
     return match.group(1)
 
 
+def make_run(
+    user: User, *, status: str = Run.Status.QUEUED, name: str = "my-run", **fields: Any
+) -> Run:
+    config = {"name": name, "model": "demo:echo", "note": XSS}
+    return Run.objects.create(
+        owner=user,
+        name=name,
+        config=config,
+        model="demo:echo",
+        max_steps=30,
+        status=status,
+        **fields,
+    )
