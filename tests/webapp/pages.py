@@ -12,6 +12,11 @@ from webapp.catalog.models import Environment
 from webapp.runs.models import Run
 
 XSS = "<script>alert(1)</script>"
+# What another user is told of an entry shared with them that they may not control.
+REFUSAL = (
+    "'{name}' is owned by 'owner': only its owner, or a user with the permission "
+    "catalog.change_environment, may probe it, measure it, open its console or change it"
+)
 
 ECHO_TOOLS = [
     {

@@ -1,5 +1,5 @@
-"""The environment console: its WebSocket consumer against a real echo server, its page,
-and the pure parts (message checks, argument coercion, adapter state, rate limit).
+"""The environment console: its WebSocket consumer against a real echo server (its page is
+tests/webapp/test_console_page.py, its pure parts tests/webapp/test_console_parts.py).
 
 The consumer runs in a WebSocket communicator (asgiref's ApplicationCommunicator) behind the same middleware as
 webapp.asgi (origin check, session auth), routed by webapp.catalog.routing. The page is
@@ -10,14 +10,10 @@ project's until webapp/urls.py includes it (the duplicate is harmless after that
 from __future__ import annotations
 
 import asyncio
-import html
 import json
-import math
-import re
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -32,15 +28,7 @@ from django.utils import timezone
 
 from tests.envs.servers import free_port, run_env_server
 from tests.support.websocket import WebsocketCommunicator, signed_in_headers
-from webapp.catalog.console import (
-    ConsoleRejected,
-    RateLimiter,
-    adapter_state,
-    console_parse_call,
-    console_parse_message,
-    console_parse_reset,
-    console_tools,
-)
+from tests.webapp.pages import REFUSAL
 from webapp.catalog.consumers import EnvironmentConsoleConsumer
 from webapp.catalog.models import ConsoleConnection, Environment
 from webapp.catalog.routing import websocket_urlpatterns
@@ -178,12 +166,6 @@ def test_the_owner_and_an_operator_get_the_tools(request, echo_env, persona):
         {"type": "tools", "tools": [ECHO_TOOL]},
     ]
     assert again == {"type": "tools", "tools": [ECHO_TOOL]}
-
-
-REFUSAL = (
-    "'{name}' is owned by 'owner': only its owner, or a user with the permission "
-    "catalog.change_environment, may probe it, measure it, open its console or change it"
-)
 
 
 @pytest.fixture
@@ -630,235 +612,3 @@ def test_a_flood_is_refused_past_twenty_a_second(echo_env, owner, monkeypatch):
     assert answers[:20] == [{"type": "pong"}] * 20
     assert answers[20:] == [{"type": "error", "message": "too many messages: at most 20 a second"}] * 5
     assert later == {"type": "pong"}
-
-
-# --- the page ---------------------------------------------------------------------------------
-
-
-@db
-@pytest.mark.urls(__name__)
-def test_console_page(client, owner):
-    environment = Environment.objects.create(
-        owner=owner,
-        name="<script>alert(1)</script>",
-        base_url="http://127.0.0.1:9",
-        metadata={"name": "echo"},
-    )
-    url = f"/environments/{environment.pk}/console/"
-
-    anonymous = client.get(url)
-    client.force_login(owner)
-    page = client.get(url)
-    missing = client.get(f"/environments/{environment.pk + 1}/console/")
-
-    assert anonymous.status_code == 302
-    assert anonymous.url == f"/login/?next={url}"
-    assert page.status_code == 200
-    body = page.content.decode()
-    assert "<script>alert(1)</script>" not in body
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
-    config = {
-        "environment": environment.pk,
-        "ws_path": f"/ws/environments/{environment.pk}/console/",
-        "max_message_bytes": 10240,
-    }
-    script = re.search(r'<script id="console-config" type="application/json">(.*?)</script>', body)
-    assert script is not None and json.loads(script.group(1)) == config
-    assert "js/env_console.js" in body
-    assert missing.status_code == 404
-
-
-@db
-@pytest.mark.urls(__name__)
-def test_console_page_is_the_owners_and_the_operators(owner, outsider, staff, operator):
-    private = Environment.objects.create(owner=owner, name="private", base_url="http://127.0.0.1:9")
-    shared = Environment.objects.create(
-        owner=owner, name="shared", base_url="http://127.0.0.1:9", shared=True
-    )
-
-    def status(user: Any, environment: Environment) -> tuple[int, str]:
-        client = Client()
-        client.force_login(user)
-        response = client.get(f"/environments/{environment.pk}/console/")
-        reason = re.search(r'<p id="forbidden-reason">(.*?)</p>', response.content.decode())
-        return response.status_code, reason.group(1) if reason else ""
-
-    refusal = html.escape(REFUSAL.format(name="shared"))
-    assert status(owner, private) == (200, "")
-    assert status(operator, private) == (200, "")
-    assert status(outsider, private) == (404, "")
-    assert status(staff, private) == (404, "")
-    assert status(outsider, shared) == (403, refusal)
-    assert status(staff, shared) == (403, refusal)
-    assert status(owner, shared) == (200, "")
-
-
-# --- the pure parts ---------------------------------------------------------------------------
-
-
-class _Board:
-    """An adapter-shaped class for the schema readers (no server: nothing is called)."""
-
-    def reset(self, **row: Any) -> str | None:
-        return None
-
-    def place(self, row: int, column: int, weight: float = 1.0, note: str | None = None) -> str:
-        """Place a piece.
-
-        Args:
-            row: Row, from 1.
-            column: Column, from 1.
-            weight: How sure.
-            note: Anything.
-        """
-        return ""
-
-    def move(self, direction: str, fast: bool = False, path: list[int] | None = None) -> str:
-        """Move.
-
-        Args:
-            direction: Where to. (choices: ["left", "right"])
-            fast: Run.
-            path: Waypoints.
-        """
-        return ""
-
-    def turn(self, side: Literal["port", "starboard"]) -> str:
-        """Turn.
-
-        Args:
-            side: Which side.
-        """
-        return ""
-
-
-BOARD_TOOLS = console_tools(adapter_class=_Board)
-
-
-def _call(tool: str, arguments: Any) -> tuple[str, dict[str, Any]]:
-    return console_parse_call(
-        content={"type": "call", "tool": tool, "arguments": arguments}, tools=BOARD_TOOLS
-    )
-
-
-def test_choices_in_a_description_become_an_enum():
-    move = next(t for t in BOARD_TOOLS if t["name"] == "move")
-    assert move["parameters"]["properties"]["direction"] == {
-        "type": "string",
-        "description": "Where to.",
-        "enum": ["left", "right"],
-    }
-
-
-@pytest.mark.parametrize(
-    ("tool", "arguments", "expected"),
-    [
-        ("place", {"row": "3", "column": 4.0}, {"row": 3, "column": 4}),
-        (
-            "place",
-            {"row": 1, "column": 2, "weight": "0.5", "note": ""},
-            {"row": 1, "column": 2, "weight": 0.5, "note": ""},
-        ),
-        ("place", {"row": 1, "column": 2, "weight": "", "note": None}, {"row": 1, "column": 2}),
-        (
-            "move",
-            {"direction": "left", "fast": "true", "path": "[1, 2]"},
-            {"direction": "left", "fast": True, "path": [1, 2]},
-        ),
-        ("move", {"direction": "right", "path": [3]}, {"direction": "right", "path": [3]}),
-        ("turn", {"side": "port"}, {"side": "port"}),
-    ],
-)
-def test_arguments_are_coerced_to_the_schema(tool, arguments, expected):
-    assert _call(tool, arguments) == (tool, expected)
-
-
-@pytest.mark.parametrize(
-    ("tool", "arguments", "message"),
-    [
-        ("place", {"row": "three", "column": 1}, "'row' must be of type integer, got 'three'"),
-        ("place", {"row": 1.5, "column": 1}, "'row' must be of type integer, got 1.5"),
-        ("place", {"row": True, "column": 1}, "'row' must be of type integer, got true"),
-        (
-            "place",
-            {"row": 1, "column": 1, "weight": "nan"},
-            "'weight' must be of type number, got 'nan'",
-        ),
-        ("place", {"row": 1}, "place() needs a value for 'column'"),
-        ("place", {"row": "", "column": 1}, "place() needs a value for 'row'"),
-        ("move", {"direction": "up"}, "'direction' must be one of \"left\", \"right\", got 'up'"),
-        ("move", {"direction": "left", "fast": "yes"}, "'fast' must be of type boolean, got 'yes'"),
-        ("move", {"direction": "left", "path": "[1,"}, "'path' must be of type array, got '[1,'"),
-        ("turn", {"side": "aft"}, "'side' must be one of \"port\", \"starboard\", got 'aft'"),
-        ("reset", {}, "unknown tool 'reset': this environment's tools are move, place, turn"),
-    ],
-)
-def test_bad_arguments_say_what_to_fix(tool, arguments, message):
-    with pytest.raises(ConsoleRejected) as refused:
-        _call(tool, arguments)
-    assert str(refused.value) == message
-
-
-def test_reset_row_takes_the_seed():
-    assert console_parse_reset(
-        content={"type": "reset", "seed": 7, "row": {"target": "hi", "seed": 1}}
-    ) == {
-        "target": "hi",
-        "seed": 7,
-    }
-    assert console_parse_reset(content={"type": "reset", "seed": None, "row": {"seed": 1}}) == {
-        "seed": 1
-    }
-    assert console_parse_reset(content={"type": "reset"}) == {}
-    with pytest.raises(ConsoleRejected, match="row must be a JSON object"):
-        console_parse_reset(content={"type": "reset", "row": [1]})
-    with pytest.raises(ConsoleRejected, match="seed must be between"):
-        console_parse_reset(content={"type": "reset", "seed": 2**64})
-
-
-def test_messages_are_checked_before_anything_else():
-    assert console_parse_message(text='{"type": "tools"}') == {"type": "tools"}
-    for text, message in [
-        (None, "send JSON text frames, not binary ones"),
-        ("[1]", "message must be a JSON object with a 'type'"),
-        ('{"type": 1}', "unknown message type 1: expected one of tools, ping, reset, call"),
-        ('{"type": "tools", "x": 1}', "unexpected field(s) in a 'tools' message: 'x'"),
-        ("é" * 6000, "message larger than 10 kB"),  # counted in bytes, not characters
-    ]:
-        with pytest.raises(ConsoleRejected) as refused:
-            console_parse_message(text=text)
-        assert str(refused.value) == message
-
-
-def test_adapter_state_is_public_json_safe_attributes():
-    class Adapter:
-        def __init__(self) -> None:
-            self._client = object()
-            self.reward = 0.5
-            self.won = True
-            self.num_guesses = 3
-            self.history = [{"guess": "crane", "marks": "GYXXX"}]
-            self.progress = math.nan
-            self.api_key = "sk-secret"
-            self.lock = threading.Lock()
-            self.callback = print
-            self.last = None
-
-    assert adapter_state(Adapter()) == {
-        "history": [{"guess": "crane", "marks": "GYXXX"}],
-        "last": None,
-        "num_guesses": 3,
-        "progress": "nan",
-        "reward": 0.5,
-        "won": True,
-    }
-
-
-def test_rate_limiter_allows_bursts_then_the_rate():
-    now = [100.0]
-    limiter = RateLimiter(rate=20, burst=20, clock=lambda: now[0])
-    first = [limiter.allow() for _ in range(21)]
-    now[0] += 0.125  # two and a half tokens back
-    later = [limiter.allow() for _ in range(3)]
-    assert first == [True] * 20 + [False]
-    assert later == [True, True, False]

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from tests.envs.servers import free_port
 from tests.fixtures.accounts import signed_in
+from tests.webapp.pages import REFUSAL as OWNED_REFUSAL
 from tests.webapp.pages import XSS, field_block
 from webapp.catalog.models import Environment
 from webapp.runs.models import Run
@@ -226,12 +227,10 @@ def test_probe_now_stores_what_the_server_says(owner_client: Client, echo_env: E
     assert html.escape(f"'echo' is unhealthy: {echo_env.last_error}") in response.content.decode()
     assert owner_client.get(reverse("environment-probe", args=[echo_env.pk])).status_code == 405
 
+
 # --- who may see and act on an environment -----------------------------------------------------
 
-REFUSAL = html.escape(
-    "'shared' is owned by 'owner': only its owner, or a user with the permission "
-    "catalog.change_environment, may probe it, measure it, open its console or change it"
-)
+REFUSAL = html.escape(OWNED_REFUSAL.format(name="shared"))
 
 
 @pytest.fixture

@@ -67,6 +67,7 @@ def test_login_with_a_wrong_password_shows_an_error(client: Client, owner: User)
     assert response.status_code == 200
     assert 'class="errors"' in response.content.decode()
 
+
 # --- home and the demo run --------------------------------------------------------------------
 
 
@@ -140,6 +141,7 @@ def test_demo_with_echo_environment_but_no_model_reports_the_model_only(
 def test_demo_requires_post(owner_client: Client) -> None:
     assert owner_client.get(reverse("run-demo")).status_code == 405
 
+
 # --- plotly.js from the installed package -----------------------------------------------------
 
 
@@ -160,6 +162,7 @@ def test_plotly_js_is_served_from_the_package_with_long_caching(client: Client) 
     assert zipped["Content-Encoding"] == "gzip"
     assert gzip.decompress(zipped.content) == raw
     assert again.status_code == 304
+
 
 # --- escaping rules, checked over the sources ------------------------------------------------
 
