@@ -1,4 +1,5 @@
-"""factory_boy factories for the rows tests build most: users, environments, runs.
+"""factory_boy factories for the rows tests build most: users, environments, runs, evaluations,
+background jobs and reward recipes.
 
 Defaults are the plain case (a healthy environment without a server behind it, a queued echo
 run of three steps); a test passes what its situation is about, so that it reads in the test."""
@@ -11,6 +12,9 @@ import factory
 from django.contrib.auth import get_user_model
 
 from webapp.catalog.models import Environment
+from webapp.evaluations.models import Evaluation
+from webapp.jobs.models import Job
+from webapp.rewards.models import RewardRecipe, RewardRecipeVersion
 from webapp.runs.models import Run
 
 
@@ -52,3 +56,52 @@ class RunFactory(factory.django.DjangoModelFactory):
     config = factory.LazyFunction(dict)
     model = "demo:echo"
     max_steps = 3
+
+
+class EvaluationFactory(factory.django.DjangoModelFactory):
+    """A finished evaluation of the solver on an echo entry that is not (or no longer) in the
+    catalog: its episodes are what a test adds."""
+
+    class Meta:
+        model = Evaluation
+
+    owner = factory.SubFactory(UserFactory)
+    environment_name = "echo"
+    environment_key = "echo"
+    prompt = "Echo 'x'."
+    model_specs = factory.LazyFunction(lambda: [{"spec": "solver", "label": "solver", "kind": "solver"}])
+    episodes = 1
+    seed = 1
+    total = factory.SelfAttribute("episodes")
+    status = Evaluation.Status.SUCCEEDED
+
+
+class JobFactory(factory.django.DjangoModelFactory):
+    """A queued background job of `kind` with no params: a test gives the params its page reads."""
+
+    class Meta:
+        model = Job
+
+    owner = factory.SubFactory(UserFactory)
+    kind = "dry_run"
+    params = factory.LazyFunction(dict)
+    progress_total = 1
+
+
+class RewardRecipeFactory(factory.django.DjangoModelFactory):
+    """A recipe with its first version: `terms` (default: the environment's reward alone)."""
+
+    class Meta:
+        model = RewardRecipe
+        skip_postgeneration_save = True
+
+    owner = factory.SubFactory(UserFactory)
+    name = factory.Sequence(lambda n: f"recipe{n}")
+
+    @factory.post_generation
+    def terms(recipe: Any, create: bool, extracted: list[dict[str, Any]] | None, **kwargs: Any) -> None:
+        if create:
+            RewardRecipeVersion.objects.create(
+                recipe=recipe, number=1,
+                terms=extracted or [{"name": "env_reward", "kind": "env_reward", "weight": 1.0}],
+            )

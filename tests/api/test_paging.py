@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.factories import EnvironmentFactory, RunFactory
+from tests.factories import EnvironmentFactory, EvaluationFactory, RunFactory
 from webapp.evaluations import apis as evaluation_apis
 from webapp.rewards import apis as reward_apis
 from webapp.rewards.services import recipe_create
@@ -78,13 +78,10 @@ def test_a_capped_bare_list_says_how_many_there_are_and_links_to_the_rest(api, o
 
 
 def test_the_evaluation_episodes_keep_their_page_shape_with_links(api, owner, monkeypatch):
-    from webapp.evaluations.models import Evaluation, EvaluationEpisode
+    from webapp.evaluations.models import EvaluationEpisode
 
     monkeypatch.setattr(evaluation_apis, "MAX_PAGE_SIZE", 100)
-    evaluation = Evaluation.objects.create(
-        owner=owner, environment_name="echo", environment_key="echo", prompt="p",
-        model_specs=[{"spec": "solver", "label": "solver", "kind": "solver"}], episodes=3, seed=1, total=3, status="succeeded",
-    )
+    evaluation = EvaluationFactory(owner=owner, episodes=3)
     for index in range(3):
         EvaluationEpisode.objects.create(
             evaluation=evaluation, model_index=0, model="solver", index=index, seed=index, messages=[], reward=0.5,

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.factories import JobFactory
+
 # Schema keywords that say what a value is; a schema with none of them accepts anything.
 TYPING_KEYWORDS = frozenset({
     "type", "$ref", "oneOf", "anyOf", "allOf", "enum", "const", "properties", "items", "prefixItems",
@@ -225,9 +227,9 @@ def test_real_responses_conform_to_the_typed_schemas(schema: dict[str, Any], api
     _conforms(schema, "/api/account/run-layout/", "get", api.get("/api/account/run-layout/"))
 
     _conforms(schema, "/api/reward-recipes/kinds/", "get", api.get("/api/reward-recipes/kinds/"))
-    queued = Job.objects.create(owner=owner, kind="dry_run", params={}, progress_total=0)
-    done = Job.objects.create(
-        owner=owner, kind="dry_run", params={}, progress_total=4, progress_done=4, status=Job.Status.SUCCEEDED,
+    queued = JobFactory(owner=owner, progress_total=0)
+    done = JobFactory(
+        owner=owner, progress_total=4, progress_done=4, status=Job.Status.SUCCEEDED,
         result={"groups": [{"rewards": [1.0, None]}]},
     )
     for job in (queued, done):

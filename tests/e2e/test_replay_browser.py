@@ -20,6 +20,7 @@ from envs.sudoku.solver import SudokuSolver, parse_board
 from envs.wordle.solver import WordleSolver
 from tests.envs.servers import run_env_server
 from tests.envs.wire import SERVER_ENV
+from tests.factories import EvaluationFactory
 from webapp.catalog.models import Environment
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.runs.models import Rollout, Run
@@ -166,17 +167,7 @@ def test_catch_replay_moves_the_ball_as_you_step_with_the_keyboard(browser, owne
 
 
 def _evaluation(owner: Any, key: str, messages: list[dict[str, Any]], reward: float) -> Evaluation:
-    evaluation = Evaluation.objects.create(
-        owner=owner,
-        environment_name=key,
-        environment_key=key,
-        prompt="p",
-        model_specs=[{"spec": "solver", "label": "solver", "kind": "solver"}],
-        episodes=1,
-        seed=3,
-        total=1,
-        status="succeeded",
-    )
+    evaluation = EvaluationFactory(owner=owner, environment_name=key, environment_key=key, prompt="p", seed=3)
     EvaluationEpisode.objects.create(
         evaluation=evaluation,
         model_index=0,

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.api.test_rollout_export import _body
-from tests.factories import RunFactory
+from tests.factories import EvaluationFactory, RunFactory
 from tests.support.hub_standin import hub_standin
 from webapp.accounts.secrets import user_secret_set
 from webapp.jobs.models import Job
@@ -152,13 +152,9 @@ def test_an_offline_worker_says_why_it_cannot_push(api, owner, finished_run, mon
 
 
 def test_an_evaluation_is_pushed_as_its_episodes_exports_parquet_with_a_card(api, owner, settings, online):
-    from webapp.evaluations.models import Evaluation, EvaluationEpisode
+    from webapp.evaluations.models import EvaluationEpisode
 
-    evaluation = Evaluation.objects.create(
-        owner=owner, environment_name="echo", environment_key="echo", prompt="Echo 'x'.",
-        model_specs=[{"spec": "solver", "label": "solver", "kind": "solver"}], episodes=3, seed=7, total=3,
-        status="succeeded",
-    )
+    evaluation = EvaluationFactory(owner=owner, episodes=3, seed=7)
     for index in range(3):
         EvaluationEpisode.objects.create(
             evaluation=evaluation, model_index=0, model="solver", index=index, seed=7 + index, reward=index / 2,

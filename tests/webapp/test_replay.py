@@ -9,6 +9,7 @@ import re
 import pytest
 from django.test import Client
 
+from tests.factories import EvaluationFactory
 from tests.fixtures.accounts import grant
 from webapp.catalog.models import Environment
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
@@ -141,16 +142,8 @@ def test_an_environment_without_a_renderer_replays_as_the_transcript(owner):
 
 
 def _evaluation(owner) -> Evaluation:
-    evaluation = Evaluation.objects.create(
-        owner=owner,
-        environment_name="wordle",
-        environment_key="wordle",
-        prompt="Play Wordle.",
-        model_specs=[{"spec": "solver", "label": "solver", "kind": "solver"}],
-        episodes=1,
-        seed=5,
-        total=1,
-        status="succeeded",
+    evaluation = EvaluationFactory(
+        owner=owner, environment_name="wordle", environment_key="wordle", prompt="Play Wordle.", seed=5
     )
     EvaluationEpisode.objects.create(
         evaluation=evaluation,

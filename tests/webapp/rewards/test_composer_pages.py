@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from tests.factories import RewardRecipeFactory
 from webapp.rewards.models import RewardRecipe
 
 pytestmark = pytest.mark.django_db
@@ -30,7 +31,7 @@ def _embedded(response) -> dict:
 
 
 def test_the_list_shows_only_your_recipes_escaped(client, owner, outsider, recipe):
-    RewardRecipe.objects.create(owner=outsider, name="their recipe")
+    RewardRecipeFactory(owner=outsider, name="their recipe")
     client.force_login(owner)
     response = client.get("/rewards/")
     html = response.content.decode()
