@@ -106,7 +106,10 @@ class TokenListApi(APIView):
         self.throttle_scope = "login" if self.request.method == "POST" else None
         return super().get_throttles()
 
-    @extend_schema(parameters=PAGE_PARAMETERS, responses=list_or_page_schema(TokenInfoOut, "TokenInfo"))
+    @extend_schema(
+        operation_id="auth_tokens_list", parameters=PAGE_PARAMETERS,
+        responses=list_or_page_schema(TokenInfoOut, "TokenInfo"),
+    )
     def get(self, request: Request) -> Response:
         tokens = AuthToken.objects.filter(user=request.user).select_related("label").order_by("-created")
         return list_or_page(request, tokens, lambda rows: TokenInfoOut(rows, many=True).data)
@@ -133,7 +136,10 @@ class TokenRevokeApi(APIView):
 
 
 class SecretListApi(APIView):
-    @extend_schema(parameters=PAGE_PARAMETERS, responses=list_or_page_schema(SecretOut, "Secret"))
+    @extend_schema(
+        operation_id="account_secrets_list", parameters=PAGE_PARAMETERS,
+        responses=list_or_page_schema(SecretOut, "Secret"),
+    )
     def get(self, request: Request) -> Response:
         return list_or_page(
             request, list(user_secrets_status(user=request.user)), lambda rows: SecretOut(rows, many=True).data

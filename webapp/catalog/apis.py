@@ -63,7 +63,10 @@ SNAPSHOTS_LIST_CAP = 100
 class EnvironmentListApi(WriteThrottled, APIView):
     write_throttle_scope = "register"
 
-    @extend_schema(parameters=PAGE_PARAMETERS, responses=list_or_page_schema(EnvironmentOut, "Environment"))
+    @extend_schema(
+        operation_id="environments_list", parameters=PAGE_PARAMETERS,
+        responses=list_or_page_schema(EnvironmentOut, "Environment"),
+    )
     def get(self, request: Request) -> Response:
         environments = environments_visible_to(user=request.user)
         return list_or_page(request, environments, lambda rows: EnvironmentOut(rows, many=True).data)
@@ -148,7 +151,7 @@ class CatalogSnapshotListApi(APIView):
     parser_classes = [JSONParser, MultiPartParser, FormParser]
 
     @extend_schema(
-        parameters=PAGE_PARAMETERS,
+        operation_id="catalog_snapshots_list", parameters=PAGE_PARAMETERS,
         responses=list_or_page_schema(CatalogSnapshotOut, "CatalogSnapshot", cap=SNAPSHOTS_LIST_CAP),
     )
     def get(self, request: Request) -> Response:

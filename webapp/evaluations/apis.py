@@ -154,7 +154,8 @@ class EvaluationListApi(WriteThrottled, APIView):
     write_throttle_scope = "launch"
 
     @extend_schema(
-        parameters=PAGE_PARAMETERS, responses=list_or_page_schema(EvaluationOut, "Evaluation", cap=EVALUATIONS_LIST_CAP)
+        operation_id="evaluations_list", parameters=PAGE_PARAMETERS,
+        responses=list_or_page_schema(EvaluationOut, "Evaluation", cap=EVALUATIONS_LIST_CAP),
     )
     def get(self, request: Request) -> Response:
         return list_or_page(
@@ -196,6 +197,7 @@ class EpisodePageV1Out(serializers.Serializer):
 
 class EvaluationEpisodesApi(APIView):
     @extend_schema(
+        operation_id="evaluations_episodes_list",
         parameters=[
             OpenApiParameter(
                 "model", int, description="Only this model's episodes (its index in `models`)."

@@ -79,7 +79,10 @@ def _version_param(request: Request) -> int | None:
 class RecipeListApi(APIView):
     # Writes are cheap rows: the user rate applies (settings REST_FRAMEWORK), no scoped one.
 
-    @extend_schema(parameters=PAGE_PARAMETERS, responses=list_or_page_schema(RecipeOut, "Recipe", cap=RECIPES_LIST_CAP))
+    @extend_schema(
+        operation_id="reward_recipes_list", parameters=PAGE_PARAMETERS,
+        responses=list_or_page_schema(RecipeOut, "Recipe", cap=RECIPES_LIST_CAP),
+    )
     def get(self, request: Request) -> Response:
         return list_or_page(
             request, recipes_visible_to(user=request.user), lambda rows: RecipeOut(rows, many=True).data,

@@ -138,7 +138,9 @@ def _summaries_context(rows: list[Run], keys: list[str]) -> dict[str, Any]:
 
 
 class PresetListApi(APIView):
-    @extend_schema(parameters=PAGE_PARAMETERS, responses=list_or_page_schema(PresetOut, "Preset"))
+    @extend_schema(
+        operation_id="presets_list", parameters=PAGE_PARAMETERS, responses=list_or_page_schema(PresetOut, "Preset")
+    )
     def get(self, request: Request) -> Response:
         rows = [
             {**vars(preset), "config": preset_config_for(preset=preset, user=request.user)} for preset in presets()
@@ -484,7 +486,9 @@ class RunToolsApi(APIView):
 
 
 class WorkerListApi(APIView):
-    @extend_schema(parameters=PAGE_PARAMETERS, responses=list_or_page_schema(WorkerOut, "Worker"))
+    @extend_schema(
+        operation_id="workers_list", parameters=PAGE_PARAMETERS, responses=list_or_page_schema(WorkerOut, "Worker")
+    )
     def get(self, request: Request) -> Response:
         def serialize(workers: list[WorkerHeartbeat]) -> Any:
             # Which run a worker trains is shown only to those who may see that run.

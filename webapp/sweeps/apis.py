@@ -57,7 +57,8 @@ class SweepListApi(WriteThrottled, APIView):
     parser_classes = [JSONParser]
 
     @extend_schema(
-        parameters=PAGE_PARAMETERS, responses=list_or_page_schema(SweepOut, "Sweep", cap=SWEEPS_LIST_CAP),
+        operation_id="sweeps_list", parameters=PAGE_PARAMETERS,
+        responses=list_or_page_schema(SweepOut, "Sweep", cap=SWEEPS_LIST_CAP),
         description="The sweeps the caller sees, newest first.",
     )
     def get(self, request: Request) -> Response:

@@ -226,11 +226,6 @@ class RecipeLearnabilityApi(WriteThrottled, APIView):
         return Response({"id": job.pk, "status": job.status}, status=status.HTTP_202_ACCEPTED)
 
 
-class JobQueuedOut(serializers.Serializer):
-    id = serializers.IntegerField()
-    status = serializers.CharField()
-
-
 class _HubPushApi(WriteThrottled, APIView):
     write_throttle_scope = "launch"  # a job each: counted as a launch (WriteThrottled)
     what: Literal["run", "evaluation"] = "run"
