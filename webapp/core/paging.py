@@ -63,13 +63,8 @@ def list_or_page(request: Request, rows: Rows, serialize: Serialize, *, cap: int
         pager = Pager()
         page = pager.paginate_queryset(rows, request) or []  # type: ignore[arg-type]
         return pager.get_paginated_response(serialize(list(page)))
-    if cap is None:
-        items = list(rows)
-        response = Response(serialize(items))
-        response["X-Total-Count"] = str(len(items))
-        return response
-    items = list(rows[: cap + 1])
-    if len(items) <= cap:
+    items = list(rows) if cap is None else list(rows[: cap + 1])
+    if cap is None or len(items) <= cap:
         response = Response(serialize(items))
         response["X-Total-Count"] = str(len(items))
         return response

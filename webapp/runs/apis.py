@@ -383,10 +383,15 @@ class RunRolloutsApi(APIView):
         if offset and ordering.lstrip("-") == "seq":
             raise ValidationError({"offset": ["only with ordering by reward or advantage; by seq, page with "
                                               "after_seq or before_seq"]})
-        rows, found = run_rollout_search(
+        # Every match, in order; the page's cursor narrows it, the count does not (the same on every page).
+        matching, found = run_rollout_search(
             run=run, search=search, ordering=ordering, step=step, env=request.query_params.get("env") or None,
-            after_seq=after_seq, before_seq=before_seq,
         )
+        rows = matching
+        if after_seq is not None:
+            rows = rows.filter(seq__gt=after_seq)
+        if before_seq is not None:
+            rows = rows.filter(seq__lt=before_seq)
         previous = None
         if ordering.lstrip("-") == "seq":
             fetched = list(rows[: limit + 1])
@@ -397,10 +402,6 @@ class RunRolloutsApi(APIView):
             page, next_url = _keyset_page(request, fetched, limit, "offset", lambda row: offset + limit)
             if offset:
                 previous = replace_query_param(request.build_absolute_uri(), "offset", max(0, offset - limit))
-        # The count is of every match, whatever the cursor: the same on every page.
-        matching, _ = run_rollout_search(
-            run=run, search=search, ordering=ordering, step=step, env=request.query_params.get("env") or None,
-        )
         return Response(RolloutPageOut({
             "count": matching.count(), "next": next_url, "previous": previous, "results": page, "search": found,
         }).data)
