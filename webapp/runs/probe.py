@@ -22,6 +22,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from webapp.jobs.models import Job
+from webapp.rewards.terms import RecipeRef
 from webapp.runs.config import RunConfig, RunConfigError
 
 PROBE_JOB_KIND = "dry_run"  # a probe is a dry run (webapp/workbench/dry_run.py KIND) with params["probe_key"]
@@ -31,7 +32,7 @@ PROBE_FRESH = timedelta(days=7)
 
 def probe_key(config: RunConfig) -> str:
     """What a probe of `config` played and scored, hashed: two configs with one key probe alike.
-    The rewards must be resolved terms (run_config_check resolves a recipe reference)."""
+    A recipe reference must be resolved first (recipe_resolve: it then carries its version's terms)."""
     grpo = config.grpo
     first = config.environments[0]
     facts = {
@@ -40,8 +41,9 @@ def probe_key(config: RunConfig) -> str:
         "name": first.name,
         "prompt": first.prompt,
         "reset": first.reset,
-        "rewards": [term.model_dump(mode="json") for term in config.rewards]
-        if isinstance(config.rewards, list) else None,
+        # A recipe as resolved (its id, version and terms), or the terms themselves.
+        "rewards": config.rewards.model_dump(mode="json") if isinstance(config.rewards, RecipeRef)
+        else [term.model_dump(mode="json") for term in config.rewards],
         "temperature": grpo.temperature if grpo else None,
         "group_size": grpo.num_generations if grpo else None,
         "max_completion_length": grpo.max_completion_length if grpo else None,

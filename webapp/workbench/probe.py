@@ -17,10 +17,10 @@ from webapp.evaluations.config import DEFAULT_PROMPTS, parse_evaluation_request
 from webapp.evaluations.services import evaluation_check
 from webapp.jobs.models import Job
 from webapp.jobs.services import job_create
-from webapp.rewards.terms import RewardTerm, terms_dump
+from webapp.rewards.selectors import RecipeRefError, recipe_resolve
+from webapp.rewards.terms import RecipeRef, RewardTerm, terms_dump
 from webapp.runs.config import RunConfigError, parse_run_config
 from webapp.runs.probe import probe_key
-from webapp.runs.services import run_config_check
 from webapp.workbench.dry_run import KIND, MAX_GROUP_SIZE, MAX_GROUPS, job_env_name
 
 DEFAULT_GROUPS = 8
@@ -43,9 +43,14 @@ def run_probe_create(*, owner: AbstractBaseUser, data: Any, groups: int = DEFAUL
         raise RunConfigError({"harness": ["a harness run's episodes are played by its agent: the probe cannot play them"]})
     if grpo.num_generations > MAX_GROUP_SIZE:
         raise RunConfigError({"grpo.num_generations": [f"the probe plays groups of at most {MAX_GROUP_SIZE}"]})
-    errors = run_config_check(config=config, user=owner)  # resolves a recipe reference into its terms
-    if errors:
-        raise RunConfigError(errors)
+    if isinstance(config.rewards, RecipeRef):  # resolved as a launch resolves it: the same terms, the same key
+        try:
+            config.rewards = recipe_resolve(
+                ref=config.rewards, user=owner, env_names=[item.name for item in config.environments]
+            )
+        except RecipeRefError as exc:
+            raise RunConfigError({"rewards.recipe": [str(exc)]}) from None
+    # The environment (probed once, here) and the model are checked as an evaluation's are.
     first = config.environments[0]
     model = config.model if isinstance(config.model, str) else config.model.model_dump(mode="json")
     request = parse_evaluation_request({
@@ -58,7 +63,7 @@ def run_probe_create(*, owner: AbstractBaseUser, data: Any, groups: int = DEFAUL
     environment, key, entries, found = evaluation_check(request=request, user=owner)
     if found or environment is None:
         raise RunConfigError({_run_field(field): messages for field, messages in found.items()})
-    terms = [term if isinstance(term, RewardTerm) else RewardTerm.model_validate(term) for term in config.rewards]  # type: ignore[union-attr]
+    terms: list[RewardTerm] = list(config.rewards.terms or []) if isinstance(config.rewards, RecipeRef) else list(config.rewards)
     params = {
         "recipe": None,
         "recipe_name": f"run config '{config.name}'",

@@ -156,3 +156,28 @@ def test_launching_the_probed_config_quotes_the_probe_first_and_warns(api, owner
     other = api.post("/api/runs/", {**config, "name": "other"}, format="json").json()
     assert other["warnings"] == []
     assert "probe" not in RunEvent.objects.filter(run_id=other["id"], kind="queued").get().data
+
+
+def test_a_probe_of_a_saved_recipe_scores_with_its_terms_and_an_unknown_one_is_refused(
+    api, owner, echo_url, built_model
+):
+    from tests.factories import RewardRecipeFactory
+
+    recipe = RewardRecipeFactory(owner=owner, terms=[{"name": "echoed", "kind": "env_reward", "weight": 2.0}])
+    config = {**run_config(register_echo(api, echo_url), max_steps=3), "model": built_model, "rewards": {"recipe": recipe.pk}}
+    response = api.post("/api/runs/probe/", {"config": config}, format="json")
+    assert response.status_code == 202, response.json()
+    job = Job.objects.get()
+    assert [(t["name"], t["weight"]) for t in job.params["terms"]] == [("echoed", 2.0)]
+    # The launch resolves the recipe as the probe did: the same key, so the probe is quoted.
+    _probed(owner, job, pass_rate=0.5, expected=0.125, warning="")
+    launched = api.post("/api/runs/", config, format="json").json()
+    assert RunEvent.objects.get(run_id=launched["id"], kind="queued").data["probe"]["job"] == job.pk
+    # Another recipe is another reward: that probe does not speak for it.
+    other = RewardRecipeFactory(owner=owner, terms=[{"name": "echoed", "kind": "env_reward", "weight": 0.5}])
+    elsewhere = api.post("/api/runs/", {**config, "name": "other", "rewards": {"recipe": other.pk}}, format="json").json()
+    assert "probe" not in RunEvent.objects.get(run_id=elsewhere["id"], kind="queued").data
+    config["rewards"] = {"recipe": 999999}
+    refused = api.post("/api/runs/probe/", {"config": config}, format="json")
+    assert refused.status_code == 400 and list(refused.json()) == ["rewards.recipe"]
+    assert Job.objects.count() == 1
