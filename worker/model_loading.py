@@ -6,6 +6,7 @@ from, and a new LoRA adapter goes on top of the merged weights."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,36 @@ def load_causal_lm(source: str, *, dtype: Any, token: str | None) -> Any:
         with_adapter = AutoPeftModelForCausalLM.from_pretrained(source, dtype=dtype, token=token)
         return with_adapter.merge_and_unload()
     return AutoModelForCausalLM.from_pretrained(source, dtype=dtype, token=token)
+
+
+def load_for_training(source: str, *, peft: Any, dtype: Any, token: str | None) -> tuple[Any, Any]:
+    """The model a run trains and the `peft_config` to hand its trainer.
+
+    A LoRA run (`peft` set) that starts from an adapter continues that adapter: the SFT
+    warm-up's adapter in the GRPO phase, or another LoRA run's checkpoint (launch checks that
+    `r` and `lora_alpha` match). Its checkpoints are then saved against the adapter's own base
+    model, which is what it was trained on. Anything else is loaded plainly (an adapter merged
+    in) and a LoRA run puts a new adapter on it."""
+    if peft is not None and is_adapter(source):
+        from peft import AutoPeftModelForCausalLM
+
+        model = AutoPeftModelForCausalLM.from_pretrained(source, dtype=dtype, token=token, is_trainable=True)
+        return model, None
+    model = load_causal_lm(source, dtype=dtype, token=token)
+    return model, (lora_config(peft) if peft is not None else None)
+
+
+def adapter_base(source: str) -> str:
+    """The base model an adapter folder was trained on (peft's `base_model_name_or_path`);
+    `source` itself when it is not an adapter. A vLLM server starts from this: it serves full
+    weights, and TRL sends it the merged adapter's weights as training goes."""
+    if not is_adapter(source):
+        return source
+    recorded = json.loads((Path(source) / ADAPTER_CONFIG).read_text())
+    base = recorded.get("base_model_name_or_path") if isinstance(recorded, dict) else None
+    if not isinstance(base, str) or not base:
+        raise ValueError(f"the adapter at {source} does not name its base model")
+    return base
 
 
 def lora_config(settings: Any) -> Any:

@@ -184,3 +184,38 @@ def test_only_whole_checkpoints_are_listed_and_taken_as_a_model(api, owner, echo
     assert response.json()["config"]["model"] == {"run": run.pk, "checkpoint": 8}
     errors = _refused(api, config(echo_env.pk, model={"run": run.pk, "checkpoint": 12}))
     assert errors == {"model": [f"run {run.pk} has no checkpoint at step 12; it has 4, 8"]}
+
+
+@pytest.fixture
+def lora_trained(owner, settings, models_dir):  # noqa: F811
+    """A LoRA run with a warm-up: its checkpoint 0 and its GRPO checkpoint are adapters alone."""
+    run = Run.objects.create(
+        owner=owner, name="lora", config={}, model="demo:echo", max_steps=4, status="succeeded", checkpoint_step=4,
+    )
+    warmup = settings.RUNS_DIR / str(run.pk) / "warmup" / "model"
+    grpo = settings.RUNS_DIR / str(run.pk) / "checkpoint-4"
+    for folder in (warmup, grpo):
+        folder.mkdir(parents=True)
+        (folder / "adapter_config.json").write_text(json.dumps({"r": 4, "lora_alpha": 8, "peft_type": "LORA"}))
+        (folder / "adapter_model.safetensors").write_bytes(b"x" * 30)
+    (grpo / "trainer_state.json").write_text("{}")
+    return run
+
+
+def test_a_lora_warm_up_is_listed_as_an_adapter_checkpoint_0(api, lora_trained):
+    listed = api.get(f"/api/runs/{lora_trained.pk}/").json()["checkpoints"]
+    assert [(c["step"], c["phase"], c["adapter"]) for c in listed] == [(0, "warmup", True), (4, "grpo", True)]
+
+
+@pytest.mark.parametrize("checkpoint", [0, 4])
+def test_a_lora_run_from_a_lora_checkpoint_must_continue_its_adapter(
+    api, lora_trained, echo_env, broker, checkpoint  # noqa: F811
+):
+    model = {"run": lora_trained.pk, "checkpoint": checkpoint}
+    errors = _refused(api, {**config(echo_env.pk, model=model), "peft": {"r": 8, "lora_alpha": 8}})
+    assert list(errors) == ["peft"]
+    assert "is a LoRA adapter with r=4, lora_alpha=8" in errors["peft"][0]
+    # The same shape continues it; no `peft` trains every weight of the merged model.
+    for peft in ({"peft": {"r": 4, "lora_alpha": 8}}, {}):
+        response = api.post("/api/runs/", {**config(echo_env.pk, model=model), **peft}, format="json")
+        assert response.status_code == 201, response.json()

@@ -75,3 +75,51 @@ def test_a_lora_run_saves_adapters_resumes_from_one_and_an_evaluation_plays_it(
     body = wait_for(finished, 240, "the evaluation")
     assert (body["status"], body["error"]) == ("succeeded", ""), body
     assert [row["episodes"] for row in body["results"]] == [2]
+
+
+def _adapter_weights(folder) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "adapter_model.safetensors"))
+
+
+def test_a_lora_warm_up_trains_the_adapter_that_grpo_continues(api, echo_url, worker):
+    import torch
+
+    env_id = register_echo(api, echo_url)
+    # GRPO at a vanishing learning rate: its adapter stays the warm-up's, which a new adapter
+    # (lora_B initialised to zero) could not be.
+    config = run_config(env_id, max_steps=2, save_steps=2, learning_rate=1e-12)
+    config["peft"] = {"r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "target_modules": "all-linear"}
+    config["sft_warmup"] = {"source": "solver", "episodes": 4, "epochs": 2, "learning_rate": 5e-3,
+                            "per_device_train_batch_size": 4}
+    launched = api.post("/api/runs/", config, format="json")
+    assert launched.status_code == 201, launched.json()
+    run_id = launched.json()["id"]
+    run = wait_status(run_id, ("succeeded", "failed", "cancelled"), 600, worker)
+    assert run.status == "succeeded", run.error
+
+    checkpoints = run_checkpoints(run=run)
+    assert [(c.step, c.phase, c.adapter) for c in checkpoints] == [(0, "warmup", True), (2, "grpo", True)]
+    warm_dir, grpo_dir = checkpoints[0].path, checkpoints[1].path
+    for folder in (warm_dir, grpo_dir):
+        names = {p.name for p in folder.iterdir()}
+        assert "adapter_config.json" in names and not names & {"model.safetensors", "config.json"}
+    warm, grpo = _adapter_weights(warm_dir), _adapter_weights(grpo_dir)
+    assert warm.keys() == grpo.keys() and any("lora_B" in key for key in warm)
+    assert all(warm[key].abs().max() > 1e-4 for key in warm if "lora_B" in key)  # the warm-up trained it
+    assert all(torch.allclose(warm[key], grpo[key], atol=1e-6) for key in warm)  # GRPO went on from it
+    # Both phases' checkpoints name the same base model, the run's.
+    bases = {json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"]
+             for folder in (warm_dir, grpo_dir)}
+    assert len(bases) == 1 and bases.pop().endswith("echo")
+
+    # A LoRA run from that adapter continues it: another shape is refused, and nothing is written.
+    runs_before = Run.objects.count()
+    other = run_config(env_id, max_steps=2)
+    other["model"] = {"run": run_id, "checkpoint": "last"}
+    other["peft"] = {"r": 8, "lora_alpha": 8}
+    refused = api.post("/api/runs/", other, format="json")
+    assert refused.status_code == 400, refused.json()
+    assert list(refused.json()) == ["peft"] and "r=4, lora_alpha=8" in refused.json()["peft"][0]
+    assert Run.objects.count() == runs_before

@@ -9,7 +9,13 @@ import pytest
 import torch
 
 from webapp.runs.config import RunConfigError, parse_run_config
-from worker.model_loading import is_adapter, load_causal_lm, lora_config
+from worker.model_loading import (
+    adapter_base,
+    is_adapter,
+    load_causal_lm,
+    load_for_training,
+    lora_config,
+)
 
 BASE = {"name": "r", "model": "demo:echo", "environments": [{"environment": 1, "prompt": "Echo 'x'."}]}
 
@@ -34,8 +40,14 @@ def test_lora_settings_that_cannot_run_are_refused_with_the_field():
     assert list(_errors(peft={"target_modules": ["q_proj;rm"]})) == ["peft.target_modules"]
     assert list(_errors(peft={"target_modules": []})) == ["peft.target_modules"]
     assert list(_errors(peft={"rank": 4})) == ["peft.rank"]
-    warm = _errors(peft={}, sft_warmup={"source": "solver", "episodes": 4})
-    assert list(warm) == ["peft"] and "warm-up" in warm["peft"][0]
+
+
+def test_lora_with_a_warm_up_is_one_adapter_for_both_phases():
+    warm = parse_run_config({**BASE, "peft": {"r": 4}, "sft_warmup": {"source": "solver", "episodes": 4}})
+    assert warm.peft is not None and warm.sft_warmup is not None and warm.grpo is not None
+    alone = parse_run_config({**BASE, "peft": {"r": 4}, "sft_warmup": {"source": "solver", "episodes": 4},
+                              "grpo": None})
+    assert alone.peft is not None and alone.grpo is None  # the warm-up alone trains an adapter
 
 
 def _tiny(path: Path) -> torch.nn.Module:
@@ -78,3 +90,39 @@ def test_a_lora_checkpoint_loads_as_its_base_with_the_adapter_merged(tmp_path):
         plain = AutoModelForCausalLM.from_pretrained(str(tmp_path / "base"), dtype=torch.float32)(tokens).logits
     assert torch.allclose(got, expected, atol=1e-5)
     assert not torch.allclose(got, plain, atol=1e-3)  # the adapter is in it
+
+
+def test_a_lora_run_from_an_adapter_continues_it_and_a_full_run_merges_it(tmp_path):
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from webapp.runs.config import PeftSettings
+
+    _tiny(tmp_path / "base")
+    base = AutoModelForCausalLM.from_pretrained(str(tmp_path / "base"), dtype=torch.float32)
+    with_adapter = get_peft_model(base, lora_config(PeftSettings(r=4, lora_alpha=8)))
+    with torch.no_grad():
+        for name, parameter in with_adapter.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(0, 0.5)
+    with_adapter.save_pretrained(tmp_path / "warmup")
+    trained = {n: p.detach().clone() for n, p in with_adapter.named_parameters() if "lora_" in n}
+    source = str(tmp_path / "warmup")
+    assert adapter_base(source) == str(tmp_path / "base") and adapter_base(str(tmp_path / "base")) == str(
+        tmp_path / "base")
+
+    # LoRA from an adapter: the same adapter, trainable, and no new one for the trainer to add.
+    continued, peft_config = load_for_training(source, peft=PeftSettings(r=4, lora_alpha=8), dtype=torch.float32,
+                                               token=None)
+    assert peft_config is None and type(continued).__name__.startswith("Peft")
+    got = {n: p for n, p in continued.named_parameters() if "lora_" in n}
+    assert got.keys() == trained.keys()
+    assert all(p.requires_grad and torch.equal(p.detach(), trained[n]) for n, p in got.items())
+    assert not any(p.requires_grad for n, p in continued.named_parameters() if "lora_" not in n)  # base frozen
+
+    # Every weight trained: the adapter merged into a plain model; a new LoRA goes on plain weights.
+    merged, none = load_for_training(source, peft=None, dtype=torch.float32, token=None)
+    assert none is None and type(merged).__name__ == "Qwen3ForCausalLM"
+    fresh, config = load_for_training(str(tmp_path / "base"), peft=PeftSettings(r=2), dtype=torch.float32,
+                                      token=None)
+    assert type(fresh).__name__ == "Qwen3ForCausalLM" and config.r == 2

@@ -76,6 +76,20 @@ class ResolvedModel:
     local: bool
     run_id: int | None = None
     checkpoint: int | None = None
+    adapter: bool = False  # a LoRA adapter alone: `source` is its folder (adapter_config.json)
+
+    def adapter_settings(self) -> dict[str, Any] | None:
+        """The adapter's `r` and `lora_alpha` as peft recorded them; None for full weights
+        or an adapter whose config cannot be read."""
+        if not self.adapter:
+            return None
+        try:
+            recorded = json.loads((Path(self.source) / ADAPTER_CONFIG).read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(recorded, dict):
+            return None
+        return {"r": recorded.get("r"), "lora_alpha": recorded.get("lora_alpha")}
 
 
 def run_dir(run_id: int) -> Path:
@@ -166,9 +180,11 @@ def run_checkpoints(*, run: Run) -> list[Checkpoint]:
     base = run_dir(run.pk)
     found: list[Checkpoint] = []
     warmup = base / WARMUP_MODEL_DIR
-    facts = _folder_facts(warmup, "config.json")
+    # Full weights (config.json), or a LoRA adapter alone (a warm-up with `peft`).
+    warmup_adapter = not (warmup / "config.json").is_file() and (warmup / ADAPTER_CONFIG).is_file()
+    facts = _folder_facts(warmup, ADAPTER_CONFIG if warmup_adapter else "config.json")
     if facts is not None:
-        found.append(Checkpoint(0, "warmup", facts[0], facts[1], warmup))
+        found.append(Checkpoint(0, "warmup", facts[0], facts[1], warmup, adapter=warmup_adapter))
     recorded = run.checkpoint_step
     try:
         entries = list(base.iterdir()) if recorded else []
@@ -229,7 +245,7 @@ def model_resolve(*, model: str | CheckpointRef, user: Any) -> ResolvedModel:
         label = f"run {run.pk} ({run.name}) at step {found.step}" + (
             " (warm-up)" if found.phase == "warmup" else ""
         )
-        return ResolvedModel(str(found.path), label, True, run.pk, found.step)
+        return ResolvedModel(str(found.path), label, True, run.pk, found.step, found.adapter)
     if model.startswith("demo:"):
         return ResolvedModel(
             str(Path(settings.MODELS_DIR) / model.removeprefix("demo:")), model, True

@@ -355,9 +355,11 @@ LORA_TARGET_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,63}$")
 
 
 class PeftSettings(_Strict):
-    """LoRA through the `peft` package: GRPO trains a small adapter on the frozen model instead
-    of every weight (TRL's `peft_config`). Checkpoints hold the adapter alone; an evaluation, the
-    arena or a later run that starts from one loads the base model and merges the adapter in."""
+    """LoRA through the `peft` package: the run trains a small adapter on the frozen model instead
+    of every weight (TRL's `peft_config`). An SFT warm-up trains the adapter and GRPO continues
+    that same adapter; a LoRA run that starts from another LoRA run's checkpoint continues that
+    run's adapter (same `r` and `lora_alpha`). Checkpoints hold the adapter alone; an evaluation,
+    the arena or a full-weight run that starts from one loads the base model and merges it in."""
 
     r: int = Field(default=16, ge=1, le=256, description="LoRA rank: the adapter's inner width.")
     lora_alpha: int = Field(default=32, ge=1, le=1024, description="LoRA scaling numerator (scale = lora_alpha / r).")
@@ -606,13 +608,6 @@ class RunConfig(BaseModel):
         if self.peft is not None:
             if self.harness is not None:
                 raise _FieldError("peft", "a harness run trains every weight: LoRA is not available there yet")
-            if self.sft_warmup is not None:
-                raise _FieldError(
-                    "peft", "LoRA after an SFT warm-up is not available yet: warm up without it, then start a "
-                    'LoRA run from the warm-up (model: {"run": <id>, "checkpoint": 0})'
-                )
-            if self.grpo is None:
-                raise _FieldError("peft", "LoRA trains the GRPO phase: give `grpo`")
         longest = MAX_COMPLETION_LENGTH[self.device]
         if self.grpo is not None and self.grpo.max_completion_length > longest:
             raise _FieldError(

@@ -29,6 +29,7 @@ from webapp.rewards.selectors import RecipeRefError, recipe_resolve
 from webapp.rewards.terms import RecipeRef
 from webapp.runs.checkpoints import (
     ModelRefError,
+    ResolvedModel,
     model_label,
     model_pinned,
     model_resolve,
@@ -158,15 +159,35 @@ def _tool_shape(tool: Any) -> str:
     )
 
 
+def _continued_adapter_error(config: RunConfig, resolved: ResolvedModel) -> str | None:
+    """A LoRA run from a LoRA checkpoint continues that adapter (a new one on the merged weights
+    would be saved against the base model without the first adapter): its shape must match."""
+    recorded = resolved.adapter_settings()
+    if config.peft is None or recorded is None:
+        return None
+    asked = {"r": config.peft.r, "lora_alpha": config.peft.lora_alpha}
+    if recorded == asked:
+        return None
+    return (
+        f"{resolved.label} is a LoRA adapter with r={recorded['r']}, lora_alpha={recorded['lora_alpha']}; "
+        "a LoRA run from it continues that adapter: give the same r and lora_alpha, "
+        "or no `peft` to train every weight of the merged model"
+    )
+
+
 def run_config_check(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, list[str]]:
     """Rules that need the database or the disk. Re-probes each environment's health."""
     errors: dict[str, list[str]] = {}
     if isinstance(config.model, CheckpointRef):
         try:
-            model_resolve(model=config.model, user=user)
+            resolved = model_resolve(model=config.model, user=user)
             model_error = None
         except ModelRefError as exc:
             model_error = str(exc)
+        else:
+            peft_error = _continued_adapter_error(config, resolved)
+            if peft_error:
+                errors["peft"] = [peft_error]
     else:
         model_error = _model_error(config.model)
     if model_error:

@@ -24,6 +24,7 @@ from webapp.runs.checkpoints import model_resolve
 from webapp.runs.config import RunConfig
 from webapp.runs.models import Run
 from webapp.runs.services import model_folder_error, run_finish
+from worker.model_loading import adapter_base
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,8 @@ def managed_vllm(run: Run, config: RunConfig, output_dir: Path, model_source: st
         return
     from worker.training.vllm_server import ManagedVLLMServer
 
-    source = model_source or run_model_source(run, config)[0]
+    # A LoRA adapter (a warm-up's, a checkpoint's) is served from its base model's full weights.
+    source = adapter_base(model_source or run_model_source(run, config)[0])
     server = ManagedVLLMServer(
         model=source, generation=config.generation, gpu=config.gpus, log_path=output_dir / "vllm.log"
     )

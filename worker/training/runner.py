@@ -48,7 +48,7 @@ from webapp.runs.telemetry.health import HealthMonitor  # noqa: E402
 from webapp.runs.telemetry.record import LeaseLost, telemetry_record  # noqa: E402
 from webapp.settings.env import env_int  # noqa: E402
 from worker.datasets import episode_rows  # noqa: E402
-from worker.model_loading import load_causal_lm, lora_config  # noqa: E402
+from worker.model_loading import is_adapter, load_for_training  # noqa: E402
 from worker.training.checkpoint_save import AtomicCheckpoints, remove_leftovers  # noqa: E402
 from worker.training.distributed import RankGroup, peer_lost  # noqa: E402
 from worker.training.grpo_args import grpo_config_kwargs  # noqa: E402
@@ -458,7 +458,11 @@ def build_trainer(
     try:
         source, hub_token = (model_source, None) if model_source else run_model_source(run, config)
         tokenizer = AutoTokenizer.from_pretrained(source, token=hub_token)
-        model = load_causal_lm(source, dtype=torch.float32 if config.device == "cpu" else "auto", token=hub_token)
+        # LoRA: a new adapter for TRL to wrap the model in, or the adapter the run starts from
+        # (its warm-up's) continued; either way the checkpoints hold the adapter alone.
+        model, peft_config = load_for_training(
+            source, peft=config.peft, dtype=torch.float32 if config.device == "cpu" else "auto", token=hub_token
+        )
     except Exception as exc:
         mark_failure(exc, Run.Failure.MODEL)
         raise
@@ -494,8 +498,7 @@ def build_trainer(
         reward_funcs=list(reward_funcs),  # as a list of TRL's wider item type (lists are invariant)
         train_dataset=Dataset.from_list(episode_rows(config, task_rows=task_rows)),
         environment_factory=factory,
-        # LoRA: TRL wraps the model in a peft adapter; its checkpoints then hold the adapter alone.
-        peft_config=lora_config(config.peft) if config.peft is not None else None,
+        peft_config=peft_config,
     )
     trainer.envlab_sink = sink
     # With tqdm off, transformers prints every log dict to stdout; the database has them.
@@ -515,7 +518,10 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
         # this id (a reset database), like the checkpoints _prune_checkpoints removes.
         shutil.rmtree(warmup_dir.parent, ignore_errors=True)
     # A warm-up that ended left its model; one that did not is redone, and GRPO starts after it.
-    warmup_pending = config.sft_warmup is not None and not (warmup_dir / "config.json").is_file()
+    # Its model is whole once saved: full weights, or (with `peft`) the adapter alone.
+    warmup_pending = config.sft_warmup is not None and not (
+        (warmup_dir / "config.json").is_file() or is_adapter(str(warmup_dir))
+    )
     # A save cut short (the worker killed while saving) left a staging folder: never resumed from.
     removed = remove_leftovers(output_dir)
     # The recorded checkpoint, or the newest whole one before it should that one be gone.

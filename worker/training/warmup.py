@@ -270,18 +270,22 @@ def sft_train(
     device: str = "cpu",
     callbacks: Sequence[TrainerCallback] = (),
     hub_token: str | None = None,
+    peft: Any = None,
 ) -> tuple[Any, Any, Any]:
     """Train `model_source` on `examples` with TRL's SFTTrainer (assistant turns only).
-    Returns (trainer, model, tokenizer); the tokenizer keeps its own chat template."""
+    Returns (trainer, model, tokenizer); the tokenizer keeps its own chat template.
+    `peft`: the run's LoRA settings: the warm-up trains the adapter its GRPO phase continues."""
     import torch
     from datasets import Dataset
     from transformers import AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
-    from worker.model_loading import load_causal_lm
+    from worker.model_loading import load_for_training
 
     tokenizer = AutoTokenizer.from_pretrained(model_source, token=hub_token)
-    model = load_causal_lm(model_source, dtype=torch.float32 if device == "cpu" else "auto", token=hub_token)
+    model, peft_config = load_for_training(
+        model_source, peft=peft, dtype=torch.float32 if device == "cpu" else "auto", token=hub_token
+    )
     args = SFTConfig(
         output_dir=str(output_dir),
         num_train_epochs=warmup.epochs,
@@ -307,6 +311,7 @@ def sft_train(
         processing_class=tokenizer,
         train_dataset=Dataset.from_list(examples),
         callbacks=list(callbacks),
+        peft_config=peft_config,
     )
     trainer.remove_callback(PrinterCallback)
     trainer.train()
@@ -384,6 +389,7 @@ def run_warmup(
             device=config.device,
             callbacks=[callback],
             hub_token=hub_token,
+            peft=config.peft,
         )
         steps = int(trainer.state.global_step)
         if callback.stop_reason:
