@@ -1,5 +1,6 @@
 """`make test`: lint, type and migration checks, then the suite on PostgreSQL (when one is
-reachable, as in production) and on SQLite (the embedded default).
+reachable, as in production) and on SQLite (the embedded default), the two passes side by side
+(ENVLAB_TEST_PASSES=serial: one after the other).
 
 ENVLAB_TEST_DATABASES=sqlite|postgres|both (default both) and extra pytest arguments
 after `--` narrow it down: `python scripts/run_tests.py -- -k lease`.
@@ -8,9 +9,12 @@ after `--` narrow it down: `python scripts/run_tests.py -- -k lease`.
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,6 +27,14 @@ POSTGRES_URL = os.environ.get("ENVLAB_TEST_POSTGRES_URL", "postgres://postgres@1
 # nor the headless-browser tests, which check what a page does with the API's answers: the
 # queries behind those answers are tested on both engines by the API tests.
 SQLITE_MARKERS = os.environ.get("ENVLAB_SQLITE_MARKERS", "")
+# With both databases, the SQLite pass runs beside the PostgreSQL pass ("parallel", the
+# default), at a lower CPU priority, with a Redis server and a var dir (its SQLite file, runs,
+# models, service logs) of its own: the PostgreSQL pass's end-to-end tests spend much of
+# their time waiting on a worker, and the SQLite pass takes those cycles. "serial" runs them
+# one after the other, as before.
+PASSES = os.environ.get("ENVLAB_TEST_PASSES", "parallel")
+SQLITE_PASS_VAR = ROOT / "var" / "sqlite-pass"
+SQLITE_PASS_NICE = 10
 
 
 def reachable(url: str) -> bool:
@@ -70,28 +82,76 @@ def run_suites(argv: list[str], redis_env: dict[str, str]) -> int:
         print("models changed without a migration", file=sys.stderr)
         return 1
     which = os.environ.get("ENVLAB_TEST_DATABASES", "both")
-    status = 0
-    ran_postgres = False
-    if which in ("both", "postgres"):
-        if reachable(POSTGRES_URL):
-            code = run([PY, "-m", "pytest", *extra], {**base_env, "DATABASE_URL": POSTGRES_URL})
-            status = status or code
-            ran_postgres = True
-        elif which == "postgres":
-            print(f"PostgreSQL is not reachable at {POSTGRES_URL}", file=sys.stderr)
-            return 1
-        else:
-            print(f"PostgreSQL not reachable at {POSTGRES_URL}: running on SQLite only", flush=True)
-    if which in ("both", "sqlite"):
-        args = [PY, "-m", "pytest", *extra]
-        # Slow tests (minutes of training) and browser tests do not differ by database: once is enough.
-        markers = SQLITE_MARKERS or ("not slow and not browser" if ran_postgres else "")
-        if markers:
-            args += ["-m", markers]
-        if ran_postgres:
-            args += ["--database-tests-only"]
-        status = run(args, base_env) or status
-    return status
+    postgres = which in ("both", "postgres") and reachable(POSTGRES_URL)
+    if which == "postgres" and not postgres:
+        print(f"PostgreSQL is not reachable at {POSTGRES_URL}", file=sys.stderr)
+        return 1
+    if which == "both" and not postgres:
+        print(f"PostgreSQL not reachable at {POSTGRES_URL}: running on SQLite only", flush=True)
+    postgres_args = [PY, "-m", "pytest", *extra]
+    postgres_env = {**base_env, "DATABASE_URL": POSTGRES_URL}
+    if which not in ("both", "sqlite"):
+        return run(postgres_args, postgres_env) if postgres else 0
+    sqlite_args = [PY, "-m", "pytest", *extra]
+    # Slow tests (minutes of training) and browser tests do not differ by database: once is enough.
+    markers = SQLITE_MARKERS or ("not slow and not browser" if postgres else "")
+    if markers:
+        sqlite_args += ["-m", markers]
+    if postgres:
+        sqlite_args += ["--database-tests-only"]
+    if not postgres:
+        return run(sqlite_args, base_env)
+    if PASSES == "serial":
+        code = run(postgres_args, postgres_env)
+        return run(sqlite_args, base_env) or code
+    return run_side_by_side(postgres_args, postgres_env, sqlite_args, base_env)
+
+
+def run_side_by_side(postgres_args: list[str], postgres_env: dict[str, str],
+                     sqlite_args: list[str], base_env: dict[str, str]) -> int:
+    """The PostgreSQL pass in the foreground; the SQLite pass beside it, niced, with its own
+    Redis and var dir, its output kept in a file and printed when both are done."""
+    from tests.support.ports import free_port
+    from tests.support.redis_server import start_redis, stop_redis
+
+    shutil.rmtree(SQLITE_PASS_VAR, ignore_errors=True)
+    SQLITE_PASS_VAR.mkdir(parents=True)
+    # The end-to-end tests' demo model, built once here and read by both passes (each would
+    # otherwise build it on first use, and the two builds could meet in one folder).
+    models_dir = Path(base_env.get("ENVLAB_MODELS_DIR") or Path(base_env.get("ENVLAB_VAR_DIR") or ROOT / "var")
+                      / "test-models")
+    if run([PY, "manage.py", "build_demo_model", "echo", "--variant", "test", "--if-missing"],
+           {**base_env, "ENVLAB_MODELS_DIR": str(models_dir)}) != 0:
+        return 1
+    log_path = SQLITE_PASS_VAR / "pytest.log"
+    port = free_port()
+    start_redis(port)
+    try:
+        sqlite_env = {**base_env, "REDIS_URL": f"redis://127.0.0.1:{port}/0", "ENVLAB_VAR_DIR": str(SQLITE_PASS_VAR),
+                      "ENVLAB_MODELS_DIR": str(models_dir)}
+        print(f"+ (SQLite pass, beside it, nice {SQLITE_PASS_NICE}; output in {log_path})", " ".join(sqlite_args),
+              flush=True)
+        started = time.monotonic()
+        with open(log_path, "wb") as log:
+            sqlite = subprocess.Popen(
+                ["nice", "-n", str(SQLITE_PASS_NICE), *sqlite_args], cwd=ROOT, env=sqlite_env,
+                stdout=log, stderr=subprocess.STDOUT,
+            )
+            try:
+                postgres_code = run(postgres_args, postgres_env)
+                print(f"PostgreSQL pass done in {time.monotonic() - started:.0f} s; waiting for the SQLite pass",
+                      flush=True)
+                sqlite_code = sqlite.wait()
+            finally:
+                if sqlite.poll() is None:  # interrupted: pytest tears its fixtures down on SIGINT
+                    sqlite.send_signal(signal.SIGINT)
+                    sqlite.wait(timeout=120)
+        print(f"\n===== SQLite pass ({time.monotonic() - started:.0f} s since both started) =====", flush=True)
+        sys.stdout.write(log_path.read_text(errors="replace"))
+        sys.stdout.flush()
+        return postgres_code or sqlite_code
+    finally:
+        stop_redis(port)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ from pathlib import Path
 from django.db import connection
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-LOG_DIR = REPO_ROOT / "var" / "test-logs"
+# In the var dir of this test run: `make test` gives its SQLite pass, which runs beside the
+# PostgreSQL pass, a var dir of its own (scripts/run_tests.py).
+LOG_DIR = Path(os.environ.get("ENVLAB_VAR_DIR") or REPO_ROOT / "var") / "test-logs"
 # The Celery queues the tests' workers take (start_worker's default).
 TASK_QUEUES = ("train", "default")
 # Every worker start_worker started in this session, in order (a stopped one is skipped by frozen_workers).
