@@ -54,6 +54,7 @@ from webapp.catalog.services import (
     environments_register,
 )
 from webapp.core.throttles import throttle_posts
+from webapp.core.users import signed_in_user
 
 
 def _visible_environment(request: HttpRequest, pk: int) -> Environment:
@@ -81,7 +82,7 @@ def environment_list(request: HttpRequest) -> HttpResponse:
         try:
             data = form.cleaned_data
             environments = environments_register(
-                owner=request.user,
+                owner=signed_in_user(request),
                 name=data["name"],
                 kind=data["kind"],
                 base_url=data["base_url"],

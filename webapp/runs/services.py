@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import DatabaseError, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
@@ -175,7 +175,7 @@ def _continued_adapter_error(config: RunConfig, resolved: ResolvedModel) -> str 
     )
 
 
-def run_config_check(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, list[str]]:
+def run_config_check(*, config: RunConfig, user: User) -> dict[str, list[str]]:
     """Rules that need the database or the disk. Re-probes each environment's health."""
     errors: dict[str, list[str]] = {}
     if isinstance(config.model, CheckpointRef):
@@ -261,7 +261,7 @@ def run_config_check(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, 
     return errors
 
 
-def run_config_warnings(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, list[str]]:
+def run_config_warnings(*, config: RunConfig, user: User) -> dict[str, list[str]]:
     """What a launch that passed `run_config_check` should still be told: a capacity that is
     only a lower bound and below what the run holds at once (it may or may not fit)."""
     warnings: dict[str, list[str]] = {}
@@ -351,7 +351,7 @@ def _harness_errors(*, config: RunConfig, environment: Environment) -> dict[str,
     return errors
 
 
-def _warmup_errors(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, list[str]]:
+def _warmup_errors(*, config: RunConfig, user: User) -> dict[str, list[str]]:
     """The warm-up's source must exist: a solver for every environment (only bundled ones have
     one; a random policy is not a warm-up), or a visible run with rollouts good enough to keep."""
     from envs.registry import recorded_adapter, solver_keys
@@ -387,7 +387,7 @@ def _warmup_errors(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, li
     return errors
 
 
-def _active_runs_error(owner: AbstractBaseUser) -> str | None:
+def _active_runs_error(owner: User) -> str | None:
     limit = settings.ENVLAB_MAX_ACTIVE_RUNS
     # External runs train elsewhere and take no worker (webapp/runs/external.py).
     active = Run.objects.filter(owner=owner, status__in=Run.ACTIVE, external=False).count()
@@ -399,7 +399,7 @@ def _active_runs_error(owner: AbstractBaseUser) -> str | None:
     )
 
 
-def _quota_refusal(owner: AbstractBaseUser) -> str | None:
+def _quota_refusal(owner: User) -> str | None:
     """Why `owner` may not queue one more run now (their runs, or all their work: webapp/core/
     quota.py), or None. Locks the owner's row for the caller's transaction, so two launches or
     resumes at once cannot both pass."""
@@ -428,7 +428,7 @@ class LaunchPlan:
     probe: dict[str, Any] | None = None
 
 
-def run_launch_plan(*, owner: AbstractBaseUser, config: RunConfig) -> LaunchPlan:
+def run_launch_plan(*, owner: User, config: RunConfig) -> LaunchPlan:
     """Every check of a launch but the quota (it probes each environment); raises RunConfigError
     naming each field to fix. Writes nothing."""
     errors = run_config_check(config=config, user=owner)
@@ -451,7 +451,7 @@ def run_launch_plan(*, owner: AbstractBaseUser, config: RunConfig) -> LaunchPlan
     return LaunchPlan(config=config, needs=run_needs(config), warnings=warnings, waiting=waiting, probe=probe)
 
 
-def run_create(*, owner: AbstractBaseUser, plan: LaunchPlan, group: str = "", pending: str = "") -> Run:
+def run_create(*, owner: User, plan: LaunchPlan, group: str = "", pending: str = "") -> Run:
     """The run's rows, in the caller's transaction (which checked the quota). `pending`: the
     run waits (status pending, no task sent) and its first event says why; otherwise it is
     queued and its task sent once the transaction commits."""
@@ -490,7 +490,7 @@ def run_create(*, owner: AbstractBaseUser, plan: LaunchPlan, group: str = "", pe
     return run
 
 
-def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
+def run_launch(*, owner: User, data: Any) -> Run:
     """Validate a raw config and queue the run; a rejected config writes nothing."""
     config = parse_run_config(data)
     # Before the checks, which probe every environment: a refused launch costs nothing.
@@ -505,7 +505,7 @@ def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
         return run_create(owner=owner, plan=plan)
 
 
-def run_slots_free(owner: AbstractBaseUser) -> int:
+def run_slots_free(owner: User) -> int:
     """How many more runs `owner` may queue now: the fewer of what ENVLAB_MAX_ACTIVE_RUNS and
     ENVLAB_MAX_ACTIVE_WORK (runs, evaluations and jobs together) leave. Call it after
     `lock_owner` in the transaction that queues them."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, User
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from envs.adapters.attributes import ATTRIBUTES, COMMON
@@ -90,7 +90,7 @@ def kinds_catalog() -> list[dict[str, Any]]:
     return out
 
 
-def environment_attributes(*, user: AbstractBaseUser | Any) -> dict[str, Any]:
+def environment_attributes(*, user: User | AnonymousUser) -> dict[str, Any]:
     """The attributes per bundled environment kind, and the user's environments with the
     kind their registration recorded (others offer the attributes every adapter reports)."""
     from envs.registry import recorded_adapter
@@ -109,7 +109,7 @@ def environment_attributes(*, user: AbstractBaseUser | Any) -> dict[str, Any]:
     }
 
 
-def composer_catalog(*, user: AbstractBaseUser | Any) -> dict[str, Any]:
+def composer_catalog(*, user: User | AnonymousUser) -> dict[str, Any]:
     return {"kinds": kinds_catalog(), **environment_attributes(user=user)}
 
 
@@ -247,7 +247,7 @@ def preview_wants_play(data: Any) -> bool:
     return isinstance(data, dict) and "play" in data
 
 
-def draft_preview(*, user: AbstractBaseUser | Any, data: Any) -> dict[str, Any]:
+def draft_preview(*, user: User, data: Any) -> dict[str, Any]:
     """Score one stored training rollout of `user`'s with a draft's terms, from the episode
     facts the run stored: the total, each term's value and the tree it came out of. Raises
     RecipeRejected (a 400 naming the field), or Rollout.DoesNotExist (a 404)."""
@@ -281,7 +281,7 @@ def draft_preview(*, user: AbstractBaseUser | Any, data: Any) -> dict[str, Any]:
     }
 
 
-def draft_play_create(*, user: AbstractBaseUser | Any, data: Any) -> Any:
+def draft_play_create(*, user: User, data: Any) -> Any:
     """Validate `{terms, play: {environment, policy, seed?, prompt?, name?}}` and queue a
     "preview" job that plays ONE episode with the reference policy on the live environment
     and scores it with the draft (worker/play/preview.py); its result is `{total, values, tree,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from webapp.core.textcheck import nul_errors
@@ -129,7 +129,7 @@ def recipe_job_params(
     }
 
 
-def recipe_dry_run_create(*, owner: AbstractBaseUser, recipe: RewardRecipe, data: Any) -> Job:
+def recipe_dry_run_create(*, owner: User, recipe: RewardRecipe, data: Any) -> Job:
     """Validate and queue a dry run of `recipe` (a version of it); a refused request writes nothing."""
     request, extras = _parse(data)
     version = recipe_version_or_refuse(recipe, extras.version)

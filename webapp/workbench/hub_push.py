@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from webapp.accounts.secrets import user_secret_status
@@ -54,7 +54,7 @@ def _request(data: Any) -> HubPushIn:
 
 
 def hub_push_create(
-    *, user: AbstractBaseUser, what: Literal["run", "evaluation"], target_id: int, data: Any
+    *, user: User, what: Literal["run", "evaluation"], target_id: int, data: Any
 ) -> Job:
     """Queue the upload of run `target_id`'s rollouts or evaluation `target_id`'s episodes (one
     the user can see). Refused, writing nothing: a bad repository id, no stored `hf_token`, an

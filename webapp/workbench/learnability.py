@@ -31,7 +31,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envs.registry import SpecTable
@@ -115,7 +115,7 @@ def _parse(data: Any) -> tuple[Any, LearnabilityExtras]:
     return request, extras
 
 
-def recipe_learnability_create(*, owner: AbstractBaseUser, recipe: Any, data: Any) -> Any:
+def recipe_learnability_create(*, owner: User, recipe: Any, data: Any) -> Any:
     """Validate and queue a learnability job for `recipe` (a version of it) on an environment."""
 
     request, extras = _parse(data)
