@@ -381,8 +381,8 @@ def harbor_dataset_read(root: Path | str, *, name: str = "") -> dict[str, Any]:
             doc = tomllib.loads(_read_small(task_dir / "task.toml", 256 * 1024))
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"{task_dir.name}/task.toml does not parse: {exc}") from None
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-        section = doc.get("task") if isinstance(doc.get("task"), dict) else {}
+        meta = found if isinstance(found := doc.get("metadata"), dict) else {}
+        section = found if isinstance(found := doc.get("task"), dict) else {}
         tags = meta.get("tags") if meta.get("tags") is not None else section.get("keywords")
         raw = {
             "index": index,

@@ -257,7 +257,7 @@ def _bundled_key(entry: dict[str, Any]) -> str | None:
     Only the OpenEnv servers: every catalog entry's orchestration protocol is `openenv`
     (the profile allows no other), which the ORS server does not speak.
     """
-    source = entry.get("source") if isinstance(entry.get("source"), dict) else {}
+    source = found if isinstance(found := entry.get("source"), dict) else {}
     folder = str(source.get("path", "")).rsplit("/", 1)[-1]
     for candidate in (entry.get("name"), entry.get("display_name"), folder):
         base = str(candidate or "").strip().lower().replace("-", "_")
@@ -270,7 +270,7 @@ def _bundled_key(entry: dict[str, Any]) -> str | None:
 
 def _run_hint(entry: dict[str, Any]) -> str:
     """One line on how the entry can be run, from what the entry itself says."""
-    source = entry.get("source") if isinstance(entry.get("source"), dict) else {}
+    source = found if isinstance(found := entry.get("source"), dict) else {}
     where = f"{source.get('uri', '')} at {source.get('path', '')}, revision {str(source.get('revision', ''))[:12]}"
     availability = entry.get("artifact_availability")
     if availability == "resolvable":

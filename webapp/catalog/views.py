@@ -174,8 +174,8 @@ def _parameters(tool: dict) -> list[dict[str, str | bool]]:
     schema = tool.get("parameters") if isinstance(tool, dict) else None
     if not isinstance(schema, dict):
         return []
-    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    properties = found if isinstance(found := schema.get("properties"), dict) else {}
+    required = found if isinstance(found := schema.get("required"), list) else []
     rows: list[dict[str, str | bool]] = []
     for name, prop in properties.items():
         prop = prop if isinstance(prop, dict) else {}

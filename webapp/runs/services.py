@@ -151,7 +151,7 @@ def _tool_shape(tool: Any) -> str:
     """Argument names, types and which are required: what must agree for one router to offer it."""
     parameters = tool.get("parameters") if isinstance(tool, dict) else None
     parameters = parameters if isinstance(parameters, dict) else {}
-    properties = parameters.get("properties") if isinstance(parameters.get("properties"), dict) else {}
+    properties = found if isinstance(found := parameters.get("properties"), dict) else {}
     return json.dumps(
         [{k: (v.get("type") if isinstance(v, dict) else None) for k, v in properties.items()},
          sorted(str(r) for r in parameters.get("required") or [] if isinstance(r, str))],

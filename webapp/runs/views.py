@@ -296,7 +296,7 @@ def _probe_card(request: HttpRequest) -> dict[str, Any] | None:
     if job is None:
         return None
     result = job.result if isinstance(job.result, dict) else {}
-    numbers = result.get("probe") if isinstance(result.get("probe"), dict) else {}
+    numbers = found if isinstance(found := result.get("probe"), dict) else {}
     return {
         "job": job,
         "result": result,

@@ -153,8 +153,8 @@ def run_layout_for(*, user: User) -> dict[str, Any]:
     if row is None or not isinstance(row.layout, dict):
         return json.loads(json.dumps(EMPTY_LAYOUT))
     stored = dict(row.layout)
-    metrics = stored.get("metrics") if isinstance(stored.get("metrics"), list) else []
-    settings = stored.get("settings") if isinstance(stored.get("settings"), dict) else {}
+    metrics = found if isinstance(found := stored.get("metrics"), list) else []
+    settings = found if isinstance(found := stored.get("settings"), dict) else {}
     known = set(_fixed_chart_ids()) | {
         f"{METRIC_REF}{key}" for key in metrics if isinstance(key, str)
     }
