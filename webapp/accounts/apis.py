@@ -63,7 +63,7 @@ class NamedTokenOut(serializers.Serializer):
 
 class SecretOut(serializers.Serializer):
     name = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # DRF's metaclass takes declared fields off the class: no clash with Field.label
     is_set = serializers.BooleanField()
     last4 = serializers.CharField(help_text="The last 4 characters, to tell keys apart; never the key.")
 

@@ -98,7 +98,7 @@ class KindFieldOut(serializers.Serializer):
         choices=["select", "number_or_attribute", "integer", "number", "attribute", "text"],
         help_text="The input to show: number_or_attribute takes a number or an attribute's name.",
     )
-    required = serializers.BooleanField()
+    required = serializers.BooleanField()  # type: ignore[assignment]  # DRF's metaclass takes declared fields off the class: no clash with Field.required
     nullable = serializers.BooleanField()
     default = ParamDefaultField(help_text="Its default; null when it has none (or it is null).")
     options = serializers.ListField(
@@ -116,7 +116,7 @@ class RecipeKindOut(serializers.Serializer):
     container = serializers.BooleanField(help_text="Whether it combines child terms (its `terms`).")
     children = KindChildrenOut(help_text="How many terms a container takes.")
     schema = serializers.DictField(help_text="Its params' JSON Schema, as pydantic writes it.")
-    fields = KindFieldOut(many=True, help_text="The same params as form fields.")
+    fields = KindFieldOut(many=True, help_text="The same params as form fields.")  # type: ignore[assignment]  # DRF's metaclass takes declared fields off the class: no clash with Serializer.fields
 
 
 class ComposerEnvironmentOut(serializers.Serializer):
@@ -160,7 +160,7 @@ class DraftErrorOut(serializers.Serializer):
 
 class DraftCheckOut(serializers.Serializer):
     ok = serializers.BooleanField()
-    errors = DraftErrorOut(many=True)
+    errors = DraftErrorOut(many=True)  # type: ignore[assignment]  # DRF's metaclass takes declared fields off the class: no clash with Serializer.errors
 
 
 class RecipeValidateApi(APIView):
