@@ -18,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar
 
 from django.conf import settings
@@ -652,7 +653,7 @@ def environments_recheck(
     many were re-probed."""
     budget = float(settings.ENVLAB_RECHECK_SECONDS if budget_seconds is None else budget_seconds)
     workers = max(1, int(settings.ENVLAB_RECHECK_CONCURRENCY if concurrency is None else concurrency))
-    cutoff = timezone.now() - timezone.timedelta(seconds=older_than_seconds)
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
     due = list(
         Environment.objects.filter(Q(checked_at__isnull=True) | Q(checked_at__lte=cutoff))
         .order_by(F("checked_at").asc(nulls_first=True), "status", "pk")
