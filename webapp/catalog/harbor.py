@@ -55,7 +55,8 @@ def _json_type(value: Any) -> str:
         return "true/false"
     if isinstance(value, int | float):
         return "a number"
-    return {str: "text", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+    names: dict[type, str] = {str: "text", list: "a list", dict: "an object"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _string(
