@@ -361,6 +361,7 @@ def _warmup_errors(*, config: RunConfig, user: User) -> dict[str, list[str]]:
     assert warmup is not None
     errors: dict[str, list[str]] = {}
     if warmup.source == "run":
+        assert warmup.run is not None  # WarmupSettings' validator: source "run" names its run
         source = runs_visible_to(user=user).filter(pk=warmup.run).first()
         if source is None:
             # The same message for a run that exists but is not theirs.
@@ -874,14 +875,16 @@ def _sessions_short(run_id: int) -> str | None:
     except Exception:  # a config the launch accepted: the trainer reports what is wrong with it
         return None
     ids = {entry.environment for entry in config.environments}
+    # (environment, its capacity): the servers whose capacity is a known limit.
     limited = [
-        env for env in Environment.objects.select_for_update().filter(pk__in=ids).order_by("pk")
+        (env, env.capacity)
+        for env in Environment.objects.select_for_update().filter(pk__in=ids).order_by("pk")
         if env.capacity is not None and not capacity_is_lower_bound(env)
     ]
     if not limited:
         return None
     needed = _sessions_needed(config)
-    held = {env.pk: 0 for env in limited}
+    held = {env.pk: 0 for env, _ in limited}
     for other in Run.objects.filter(status=Run.Status.RUNNING).exclude(pk=run_id).only("pk", "config"):
         try:
             other_config = parse_run_config(other.config)
@@ -889,10 +892,10 @@ def _sessions_short(run_id: int) -> str | None:
             continue
         for pk in {entry.environment for entry in other_config.environments} & held.keys():
             held[pk] += _sessions_needed(other_config)
-    for env in limited:
-        if held[env.pk] and held[env.pk] + needed > env.capacity:
+    for env, capacity in limited:
+        if held[env.pk] and held[env.pk] + needed > capacity:
             return (
-                f"waiting for sessions: environment '{env.name}' takes {limits.sessions(env.capacity)}, "
+                f"waiting for sessions: environment '{env.name}' takes {limits.sessions(capacity)}, "
                 f"running runs hold {held[env.pk]} and this run needs {needed}; it starts when they end"
             )
     return None
