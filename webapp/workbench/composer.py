@@ -11,7 +11,7 @@ and the scores from webapp.rewards.scoring: the page adds no rule of its own.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from django.contrib.auth.models import AnonymousUser, User
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -32,7 +32,7 @@ from webapp.workbench.dry_run import EnvName, job_env_name
 DRAFT_NAME = "draft"
 PREVIEW_KIND = "preview"
 NO_FACTS = "stored before episodes were kept; re-run"
-_ATTRIBUTE_PATTERN = next(m.pattern for m in AttributeName.__metadata__ if hasattr(m, "pattern"))
+_ATTRIBUTE_PATTERN = next(m.pattern for m in get_args(AttributeName)[1:] if hasattr(m, "pattern"))
 
 
 def _field(name: str, prop: dict[str, Any], required: bool) -> dict[str, Any]:
@@ -52,7 +52,7 @@ def _field(name: str, prop: dict[str, Any], required: bool) -> dict[str, Any]:
         control = "attribute"
     else:
         control = "text"
-    numeric = next((b for b in branches if b.get("type") in ("number", "integer")), {})
+    numeric: dict[str, Any] = next((b for b in branches if b.get("type") in ("number", "integer")), {})
     return {
         "name": name,
         "control": control,
@@ -192,7 +192,6 @@ def _tree(
     for term in terms:
         value = _finite(values.get(term.name))
         here = applies and (not term.environments or env in term.environments)
-        weighted = combine == "weighted_sum" and value is not None
         nodes.append(
             {
                 "name": term.name,
@@ -203,7 +202,9 @@ def _tree(
                 "value": value,
                 # What this node adds to its parent: weight x value in a weighted sum (the
                 # top level is one); a gate or sequential passes a child's score through.
-                "contribution": _finite(term.weight * value) if weighted else None,
+                "contribution": (
+                    _finite(term.weight * value) if combine == "weighted_sum" and value is not None else None
+                ),
                 "params": term.params,
                 "children": _tree(term.terms or [], values, env, here, term.kind),
             }

@@ -42,7 +42,7 @@ from webapp.jobs.services import job_create
 from webapp.rewards.selectors import recipes_visible_to
 from webapp.rewards.terms import RewardTerm, walk_terms
 from webapp.runs.config import RunConfigError
-from webapp.workbench.dry_run import EnvName, recipe_job_params, recipe_version_or_refuse
+from webapp.workbench.dry_run import EnvName, Histogram, recipe_job_params, recipe_version_or_refuse
 
 KIND = "learnability"
 DEFAULT_EPISODES = 16
@@ -239,7 +239,7 @@ def _std(values: list[float]) -> float:
     return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) if values else 0.0
 
 
-def _histogram(values: list[float], low: float, high: float, bins: int = HISTOGRAM_BINS) -> dict[str, list[float]]:
+def _histogram(values: list[float], low: float, high: float, bins: int = HISTOGRAM_BINS) -> Histogram:
     """Counts over equal bins of [low, high], the same edges for both policies."""
     if high - low < ZERO:
         return {"edges": [low, high], "counts": [len(values)]}

@@ -41,10 +41,11 @@ def _composer(
             "latest_version": recipe.latest_version,
             "terms": version.terms,
         }
-    runs = Run.objects.filter(owner=signed_in_user(request)).order_by("-id").values("id", "name")[:PREVIEW_RUNS]
-    data = {
+    user = signed_in_user(request)
+    runs = Run.objects.filter(owner=user).order_by("-id").values("id", "name")[:PREVIEW_RUNS]
+    data: dict[str, Any] = {
         "recipe": shown,
-        "catalog": composer_catalog(user=request.user),
+        "catalog": composer_catalog(user=user),
         "runs": list(runs),
         "urls": {
             "validate": reverse("api-reward-recipe-validate"),
