@@ -19,6 +19,6 @@ from webapp.routing import websocket_urlpatterns  # noqa: E402
 application = ProtocolTypeRouter(
     {
         "http": BodySizeLimit(django_asgi_app, limit=settings.ENVLAB_MAX_REQUEST_BYTES),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(TokenSocketAuth(URLRouter(websocket_urlpatterns)))),
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(TokenSocketAuth(URLRouter(websocket_urlpatterns)))),  # type: ignore[arg-type]  # types-channels wants its check-only _ExtendedURLPattern, which path() never returns
     }
 )

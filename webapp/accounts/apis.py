@@ -26,6 +26,7 @@ from webapp.accounts.secrets import (
 )
 from webapp.accounts.tokens import TokenLimitReached, token_limit_error, user_token_create
 from webapp.core.paging import PAGE_PARAMETERS, list_or_page, list_or_page_schema
+from webapp.core.users import signed_in_user
 
 
 class TokenIn(serializers.Serializer):
@@ -62,7 +63,7 @@ class NamedTokenOut(serializers.Serializer):
 
 class SecretOut(serializers.Serializer):
     name = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # DRF's metaclass takes declared fields off the class: no clash with Field.label
     is_set = serializers.BooleanField()
     last4 = serializers.CharField(help_text="The last 4 characters, to tell keys apart; never the key.")
 
@@ -119,7 +120,7 @@ class TokenListApi(APIView):
         data = NamedTokenIn(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            token, expiry, key = user_token_create(user=request.user, name=data.validated_data["name"])
+            token, expiry, key = user_token_create(user=signed_in_user(request), name=data.validated_data["name"])
         except TokenLimitReached as exc:
             raise PermissionDenied(str(exc)) from None
         body = {"token": token, "expiry": expiry, "token_key": key, "name": data.validated_data["name"].strip()}
@@ -142,7 +143,7 @@ class SecretListApi(APIView):
     )
     def get(self, request: Request) -> Response:
         return list_or_page(
-            request, list(user_secrets_status(user=request.user)), lambda rows: SecretOut(rows, many=True).data
+            request, list(user_secrets_status(user=signed_in_user(request))), lambda rows: SecretOut(rows, many=True).data
         )
 
 
@@ -155,7 +156,7 @@ def _known(name: str) -> str:
 class SecretDetailApi(APIView):
     @extend_schema(responses=SecretOut)
     def get(self, request: Request, name: str) -> Response:
-        return Response(_secret_out(user_secret_status(user=request.user, name=_known(name))))
+        return Response(_secret_out(user_secret_status(user=signed_in_user(request), name=_known(name))))
 
     @extend_schema(request=SecretIn, responses=SecretOut)
     def put(self, request: Request, name: str) -> Response:
@@ -163,14 +164,14 @@ class SecretDetailApi(APIView):
         data = SecretIn(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            stored = user_secret_set(user=request.user, name=name, value=data.validated_data["value"])
+            stored = user_secret_set(user=signed_in_user(request), name=name, value=data.validated_data["value"])
         except SecretRejected as exc:
             raise ValidationError({"value": [str(exc)]}) from None
         return Response(_secret_out(stored))
 
     @extend_schema(request=None, responses={204: None})
     def delete(self, request: Request, name: str) -> Response:
-        user_secret_delete(user=request.user, name=_known(name))
+        user_secret_delete(user=signed_in_user(request), name=_known(name))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 
 from webapp.accounts.models import UserSecret
 from webapp.core.notify_urls import NotifyUrlRefused, notify_url_check
@@ -74,7 +74,7 @@ def user_secrets_reencrypt() -> int:
     return count
 
 
-def user_secret_set(*, user: AbstractBaseUser, name: str, value: str) -> SecretStatus:
+def user_secret_set(*, user: User, name: str, value: str) -> SecretStatus:
     if name not in UserSecret.Name.values:
         raise SecretRejected(f"unknown secret '{name[:40]}'; use one of {', '.join(UserSecret.Name.values)}")
     value = (value or "").strip()
@@ -94,21 +94,21 @@ def user_secret_set(*, user: AbstractBaseUser, name: str, value: str) -> SecretS
     return user_secret_status(user=user, name=name)
 
 
-def user_secret_delete(*, user: AbstractBaseUser, name: str) -> None:
+def user_secret_delete(*, user: User, name: str) -> None:
     UserSecret.objects.filter(user=user, name=name).delete()
 
 
-def user_secret_status(*, user: AbstractBaseUser, name: str) -> SecretStatus:
+def user_secret_status(*, user: User, name: str) -> SecretStatus:
     row = UserSecret.objects.filter(user=user, name=name).only("last4").first()
     label = UserSecret.Name(name).label if name in UserSecret.Name.values else name
     return SecretStatus(name=name, label=str(label), is_set=row is not None, last4=row.last4 if row else "")
 
 
-def user_secrets_status(*, user: AbstractBaseUser) -> list[SecretStatus]:
+def user_secrets_status(*, user: User) -> list[SecretStatus]:
     return [user_secret_status(user=user, name=name) for name in UserSecret.Name.values]
 
 
-def user_secret_value(*, user: AbstractBaseUser | None, name: str) -> str | None:
+def user_secret_value(*, user: User | None, name: str) -> str | None:
     """The decrypted value, for the owner's own runs and console only; None when unset.
 
     A value that no longer decrypts (the key was changed and the old one is not among

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 
 # Installations before the demo password was random created `demo` / `demo`.
 OLD_DEFAULT_PASSWORD = "demo"
@@ -25,7 +25,7 @@ def _write_private(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def demo_user_ensure(*, username: str, password: str | None = None) -> tuple[AbstractBaseUser, str | None]:
+def demo_user_ensure(*, username: str, password: str | None = None) -> tuple[User, str | None]:
     """The local superuser `make run` signs in with, and the password to print.
 
     A new user gets `password`, or a random one; it is kept in `var/demo-login` (mode 600)
@@ -60,7 +60,7 @@ def demo_user_ensure(*, username: str, password: str | None = None) -> tuple[Abs
     return user, None
 
 
-def user_tokens_revoke(*, user: AbstractBaseUser) -> int:
+def user_tokens_revoke(*, user: User) -> int:
     """Delete every API token of `user` (their password changed: a token made with the old
     one must not outlive it, security review N7). Returns how many there were."""
     from knox.models import AuthToken

@@ -14,6 +14,7 @@ message, or on a timer) and close when it no longer answers the user who connect
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib import import_module
 from types import SimpleNamespace
 from typing import Any
@@ -77,7 +78,7 @@ def _session_user_now(session_key: str | None) -> Any:
 
 
 @database_sync_to_async
-def socket_user(scope: dict[str, Any]) -> Any:
+def socket_user(scope: Mapping[str, Any]) -> Any:
     """The user the socket's session or token belongs to now: AnonymousUser once it was logged
     out, expired, revoked, deactivated or its password changed. Permissions are read fresh, too."""
     token = scope.get(TOKEN_SCOPE_KEY)

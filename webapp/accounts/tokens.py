@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 from knox.models import AuthToken
@@ -29,7 +29,7 @@ class TokenLimitReached(Exception):
     """The user holds as many live tokens as one account may."""
 
 
-def token_limit_error(*, user: AbstractBaseUser) -> str | None:
+def token_limit_error(*, user: User) -> str | None:
     limit = knox_settings.TOKEN_LIMIT_PER_USER
     if limit is not None and AuthToken.objects.filter(user=user, expiry__gt=timezone.now()).count() >= limit:
         return (
@@ -39,7 +39,7 @@ def token_limit_error(*, user: AbstractBaseUser) -> str | None:
     return None
 
 
-def user_token_create(*, user: AbstractBaseUser, name: str) -> tuple[str, datetime | None, str]:
+def user_token_create(*, user: User, name: str) -> tuple[str, datetime | None, str]:
     """A new named token of `user`: (the token, shown once; its expiry; its first characters).
     TokenRefused for a bad name, TokenLimitReached past the limit; nothing is written then."""
     name = name.strip() if isinstance(name, str) else ""

@@ -23,6 +23,7 @@ from webapp.accounts.secrets import (
 )
 from webapp.accounts.tokens import TokenLimitReached, TokenRefused, user_token_create
 from webapp.core.throttles import throttle_posts
+from webapp.core.users import signed_in_user
 
 
 @method_decorator(throttle_posts("login"), name="post")
@@ -43,10 +44,11 @@ class AccountView(LoginRequiredMixin, View):
         self, request: HttpRequest, error: str = "", status: int = 200, token_error: str = "",
         new_token: dict[str, Any] | None = None,
     ) -> HttpResponse:
+        user = signed_in_user(request)
         context = {
             "nav": "account",
-            "secrets": user_secrets_status(user=request.user),
-            "tokens": AuthToken.objects.filter(user=request.user).select_related("label").order_by("-created"),
+            "secrets": user_secrets_status(user=user),
+            "tokens": AuthToken.objects.filter(user=user).select_related("label").order_by("-created"),
             "token_ttl": knox_settings.TOKEN_TTL,
             "error": error,
             "token_error": token_error,
@@ -56,21 +58,22 @@ class AccountView(LoginRequiredMixin, View):
         return render(request, "accounts/account.html", context, status=status)
 
     def post(self, request: HttpRequest) -> HttpResponse:
+        user = signed_in_user(request)
         action, name = request.POST.get("action", ""), request.POST.get("name", "")
         if action in ("set", "delete") and name not in UserSecret.Name.values:
             return self.get(request, error="unknown key", status=400)
         if action == "set":
             try:
-                stored = user_secret_set(user=request.user, name=name, value=request.POST.get("value", ""))
+                stored = user_secret_set(user=user, name=name, value=request.POST.get("value", ""))
             except SecretRejected as exc:
                 return self.get(request, error=str(exc), status=400)
             messages.success(request, f"{stored.label} saved ({stored.display}).")
         elif action == "delete":
-            user_secret_delete(user=request.user, name=name)
+            user_secret_delete(user=user, name=name)
             messages.success(request, "Key removed.")
         elif action == "create_token":
             try:
-                token, expiry, key = user_token_create(user=request.user, name=request.POST.get("token_name", ""))
+                token, expiry, key = user_token_create(user=user, name=request.POST.get("token_name", ""))
             except TokenRefused as exc:
                 return self.get(request, token_error=" ".join(exc.errors["name"]), status=400)
             except TokenLimitReached as exc:
@@ -80,7 +83,7 @@ class AccountView(LoginRequiredMixin, View):
             return response
         elif action == "revoke":
             deleted, _ = AuthToken.objects.filter(
-                user=request.user, token_key=request.POST.get("token_key", "")[:25]
+                user=user, token_key=request.POST.get("token_key", "")[:25]
             ).delete()
             messages.success(request, "Token revoked." if deleted else "No such token.")
         else:

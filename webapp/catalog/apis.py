@@ -46,6 +46,7 @@ from webapp.catalog.snapshot import (
 from webapp.core.paging import PAGE_PARAMETERS, list_or_page, list_or_page_schema
 from webapp.core.parsers import EnvlabJSONParser as JSONParser
 from webapp.core.throttles import WriteThrottled
+from webapp.core.users import signed_in_user
 
 
 def _visible_environment(request: Request, pk: int) -> Environment:
@@ -75,7 +76,7 @@ class EnvironmentListApi(WriteThrottled, APIView):
     def post(self, request: Request) -> Response:
         data = EnvironmentIn(data=request.data)
         data.is_valid(raise_exception=True)
-        environments = environments_register(owner=request.user, **data.validated_data)
+        environments = environments_register(owner=signed_in_user(request), **data.validated_data)
         out = EnvironmentRegisteredOut(environments[0], context={"registered": environments})
         return Response(out.data, status=status.HTTP_201_CREATED)
 
@@ -171,7 +172,7 @@ class CatalogSnapshotListApi(APIView):
         raw, default_name = _snapshot_bytes(data.validated_data)
         try:
             snapshot = catalog_snapshot_import(
-                owner=request.user, raw=raw, name=data.validated_data["name"] or default_name
+                owner=signed_in_user(request), raw=raw, name=data.validated_data["name"] or default_name
             )
         except CatalogSnapshotRejected as exc:
             if "snapshot" in data.validated_data and "file" in exc.errors:
@@ -198,5 +199,5 @@ class CatalogEntryRegisterApi(APIView):
         snapshot = get_object_or_404(catalog_snapshots_visible_to(user=request.user), pk=pk)
         data = CatalogEntryRegisterIn(data=request.data)
         data.is_valid(raise_exception=True)
-        environment = catalog_entry_register(owner=request.user, snapshot=snapshot, **data.validated_data)
+        environment = catalog_entry_register(owner=signed_in_user(request), snapshot=snapshot, **data.validated_data)
         return Response(EnvironmentOut(environment).data, status=status.HTTP_201_CREATED)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import requests
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -439,7 +439,7 @@ def bundled_supervise() -> list[str]:
     return actions
 
 
-def bundled_register(*, key: str, owner: AbstractBaseUser | None) -> list[Environment]:
+def bundled_register(*, key: str, owner: User | None) -> list[Environment]:
     """Register (or refresh) the catalog entries of a running bundled server.
 
     An OpenEnv server is one entry named `key`; the ORS server one entry per hosted
@@ -477,7 +477,7 @@ def bundled_register(*, key: str, owner: AbstractBaseUser | None) -> list[Enviro
 def _register_one(
     *,
     spec: BundledSpec,
-    owner: AbstractBaseUser | None,
+    owner: User | None,
     name: str,
     ors_env: str,
     base_url: str,

@@ -55,7 +55,8 @@ def _json_type(value: Any) -> str:
         return "true/false"
     if isinstance(value, int | float):
         return "a number"
-    return {str: "text", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+    names: dict[type, str] = {str: "text", list: "a list", dict: "an object"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _string(
@@ -381,8 +382,8 @@ def harbor_dataset_read(root: Path | str, *, name: str = "") -> dict[str, Any]:
             doc = tomllib.loads(_read_small(task_dir / "task.toml", 256 * 1024))
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"{task_dir.name}/task.toml does not parse: {exc}") from None
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-        section = doc.get("task") if isinstance(doc.get("task"), dict) else {}
+        meta = found if isinstance(found := doc.get("metadata"), dict) else {}
+        section = found if isinstance(found := doc.get("task"), dict) else {}
         tags = meta.get("tags") if meta.get("tags") is not None else section.get("keywords")
         raw = {
             "index": index,

@@ -14,7 +14,7 @@ server (security review N5), so nobody registers one; only the bundled registrat
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 
 from envs.registry import BUNDLED
 from webapp.catalog.models import Environment
@@ -55,7 +55,7 @@ def reserved_name_refusal(name: str) -> str:
     )
 
 
-def own_names_taken(*, owner: AbstractBaseUser | None, names: list[str]) -> list[str]:
+def own_names_taken(*, owner: User | None, names: list[str]) -> list[str]:
     """Which of `names` the owner's own entries already have, sorted; entries of nobody
     (owner None) are one namespace. Other users' names are never looked at."""
     entries = Environment.objects.filter(name__in=names)

@@ -83,7 +83,7 @@ class EnvironmentRegisteredOut(EnvironmentOut):
 
     @extend_schema_field(EnvironmentOut(many=True))
     def get_registered(self, environment: Environment) -> list[dict]:
-        return EnvironmentOut(self.context.get("registered", [environment]), many=True).data
+        return EnvironmentOut(self.context.get("registered", [environment]), many=True).data  # type: ignore[return-value]  # many=True builds a ListSerializer: its .data is a list, the stubs say the child's dict
 
 
 class CatalogSnapshotIn(serializers.Serializer):

@@ -18,10 +18,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -76,7 +77,7 @@ class EnvironmentRejected(InvalidInput):
     """Registration was refused; `errors` maps field names to messages."""
 
 
-def _has_openreward_key(owner: AbstractBaseUser | None) -> bool:
+def _has_openreward_key(owner: User | None) -> bool:
 
     return owner is not None and user_secret_status(user=owner, name="openreward_api_key").is_set
 
@@ -149,7 +150,7 @@ def _registry_allows(prefix: str, image: str) -> bool:
     return image == prefix or (image.startswith(prefix) and image[len(prefix)] in "/:@")
 
 
-def _image_refusal(*, owner: AbstractBaseUser | None, image: str) -> str:
+def _image_refusal(*, owner: User | None, image: str) -> str:
     if owner is None or not owner.has_perm(RUN_CONTAINER):
         return (
             f"registering a container image needs the permission {RUN_CONTAINER} (it runs on this "
@@ -249,7 +250,7 @@ def environment_container_stop(*, environment: Environment) -> Environment:
 
 
 def environment_name_errors(
-    *, owner: AbstractBaseUser | None, name: str, allow_reserved: bool = False
+    *, owner: User | None, name: str, allow_reserved: bool = False
 ) -> list[str]:
     """What is wrong with `name` for a new entry of `owner`: its length, a bundled server's
     name (webapp.catalog.names), or one of the owner's own entries already has it. Other
@@ -267,7 +268,7 @@ def environment_name_errors(
 
 
 def _check_fields(
-    *, owner: AbstractBaseUser | None, name: str, kind: str, base_url: str, image: str,
+    *, owner: User | None, name: str, kind: str, base_url: str, image: str,
     capacity: int | None, ors_catalog: str, api_key_env: str, allow_reserved: bool,
 ) -> dict[str, list[str]]:
     """Checks before anything is started or probed. The given name must be free even when the
@@ -313,7 +314,7 @@ def _check_api_key_env(*, api_key_env: str, ors_catalog: str) -> dict[str, list[
 
 def environment_register(
     *,
-    owner: AbstractBaseUser | None,
+    owner: User | None,
     name: str,
     base_url: str = "",
     kind: str = "",
@@ -344,7 +345,7 @@ def environment_register(
 
 def environments_register(
     *,
-    owner: AbstractBaseUser | None,
+    owner: User | None,
     name: str,
     base_url: str = "",
     kind: str = "",
@@ -397,7 +398,7 @@ def _entry_names(*, name: str, results: list[ProbeResult]) -> list[str]:
 
 
 def _names_taken(
-    *, owner: AbstractBaseUser | None, names: list[str], allow_reserved: bool
+    *, owner: User | None, names: list[str], allow_reserved: bool
 ) -> dict[str, list[str]]:
     """The entry names a registration would make that the owner cannot have: their own
     entries' names, and (but for the bundled registration) reserved ones."""
@@ -426,7 +427,7 @@ def _names_taken(
 @_stop_containers_on_failure
 def _register(
     *,
-    owner: AbstractBaseUser | None,
+    owner: User | None,
     name: str,
     base_url: str,
     kind: str,
@@ -652,7 +653,7 @@ def environments_recheck(
     many were re-probed."""
     budget = float(settings.ENVLAB_RECHECK_SECONDS if budget_seconds is None else budget_seconds)
     workers = max(1, int(settings.ENVLAB_RECHECK_CONCURRENCY if concurrency is None else concurrency))
-    cutoff = timezone.now() - timezone.timedelta(seconds=older_than_seconds)
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
     due = list(
         Environment.objects.filter(Q(checked_at__isnull=True) | Q(checked_at__lte=cutoff))
         .order_by(F("checked_at").asc(nulls_first=True), "status", "pk")

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.db.models import Q, QuerySet
 
@@ -222,7 +222,7 @@ def catalog_snapshot_name_from_filename(filename: str) -> str:
 
 
 def catalog_snapshot_import(
-    *, owner: AbstractBaseUser | None, raw: bytes, name: str
+    *, owner: User | None, raw: bytes, name: str
 ) -> CatalogSnapshot:
     """Validate a snapshot file and store its entries; CatalogSnapshotRejected writes nothing."""
     name = (name or "").strip()
@@ -257,7 +257,7 @@ def _bundled_key(entry: dict[str, Any]) -> str | None:
     Only the OpenEnv servers: every catalog entry's orchestration protocol is `openenv`
     (the profile allows no other), which the ORS server does not speak.
     """
-    source = entry.get("source") if isinstance(entry.get("source"), dict) else {}
+    source = found if isinstance(found := entry.get("source"), dict) else {}
     folder = str(source.get("path", "")).rsplit("/", 1)[-1]
     for candidate in (entry.get("name"), entry.get("display_name"), folder):
         base = str(candidate or "").strip().lower().replace("-", "_")
@@ -270,7 +270,7 @@ def _bundled_key(entry: dict[str, Any]) -> str | None:
 
 def _run_hint(entry: dict[str, Any]) -> str:
     """One line on how the entry can be run, from what the entry itself says."""
-    source = entry.get("source") if isinstance(entry.get("source"), dict) else {}
+    source = found if isinstance(found := entry.get("source"), dict) else {}
     where = f"{source.get('uri', '')} at {source.get('path', '')}, revision {str(source.get('revision', ''))[:12]}"
     availability = entry.get("artifact_availability")
     if availability == "resolvable":
@@ -280,7 +280,7 @@ def _run_hint(entry: dict[str, Any]) -> str:
     return f"no artifact declared; source: {where}"
 
 
-def catalog_entries(snapshot: CatalogSnapshot, *, user: AbstractBaseUser | Any) -> list[dict[str, Any]]:
+def catalog_entries(snapshot: CatalogSnapshot, *, user: User | AnonymousUser) -> list[dict[str, Any]]:
     """Each stored entry with how to run it, the matching bundled server and its registration.
 
     `image` is always empty: the 0.1-draft profile has no image field. `registered_environment_id`
@@ -322,12 +322,12 @@ def catalog_entries(snapshot: CatalogSnapshot, *, user: AbstractBaseUser | Any) 
 
 
 def catalog_snapshots_visible_to(
-    *, user: AbstractBaseUser | AnonymousUser
+    *, user: User | AnonymousUser
 ) -> QuerySet[CatalogSnapshot]:
     """A snapshot is its uploader's (and visible to users with the permission
     catalog.view_catalogsnapshot): other users get a 404, as for runs."""
     snapshots = CatalogSnapshot.objects.select_related("owner")
-    if not getattr(user, "is_authenticated", False):
+    if not user.is_authenticated:
         return snapshots.none()
     if user.has_perm("catalog.view_catalogsnapshot"):
         return snapshots
@@ -336,7 +336,7 @@ def catalog_snapshots_visible_to(
 
 def catalog_entry_register(
     *,
-    owner: AbstractBaseUser | None,
+    owner: User | None,
     snapshot: CatalogSnapshot,
     identifier: str,
     base_url: str = "",

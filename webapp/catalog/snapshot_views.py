@@ -36,6 +36,7 @@ from webapp.catalog.snapshot import (
     catalog_snapshot_too_big,
     catalog_snapshots_visible_to,
 )
+from webapp.core.users import signed_in_user
 
 
 class CatalogSnapshotUploadForm(forms.Form):
@@ -90,7 +91,7 @@ def catalog_snapshot_import_view(request: HttpRequest) -> HttpResponse:
         upload = form.cleaned_data["file"]
         try:
             snapshot = catalog_snapshot_import(
-                owner=request.user,
+                owner=signed_in_user(request),
                 raw=_read_upload(upload),
                 name=form.cleaned_data["name"]
                 or catalog_snapshot_name_from_filename(upload.name or ""),

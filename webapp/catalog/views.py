@@ -54,6 +54,7 @@ from webapp.catalog.services import (
     environments_register,
 )
 from webapp.core.throttles import throttle_posts
+from webapp.core.users import signed_in_user
 
 
 def _visible_environment(request: HttpRequest, pk: int) -> Environment:
@@ -81,7 +82,7 @@ def environment_list(request: HttpRequest) -> HttpResponse:
         try:
             data = form.cleaned_data
             environments = environments_register(
-                owner=request.user,
+                owner=signed_in_user(request),
                 name=data["name"],
                 kind=data["kind"],
                 base_url=data["base_url"],
@@ -173,8 +174,8 @@ def _parameters(tool: dict) -> list[dict[str, str | bool]]:
     schema = tool.get("parameters") if isinstance(tool, dict) else None
     if not isinstance(schema, dict):
         return []
-    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    properties = found if isinstance(found := schema.get("properties"), dict) else {}
+    required = found if isinstance(found := schema.get("required"), list) else []
     rows: list[dict[str, str | bool]] = []
     for name, prop in properties.items():
         prop = prop if isinstance(prop, dict) else {}

@@ -9,11 +9,12 @@ limit is passed. A proxy in front should set the same limit (`client_max_body_si
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
+# As Django's ASGIHandler takes them: the scope is the server's dict, messages are only read.
+Scope = dict[str, Any]
+Message = Mapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]

@@ -61,9 +61,12 @@ def streamed(chunks: Iterator[bytes]) -> Any:
 
     done = object()
 
+    def advance() -> object:  # a chunk, or `done`
+        return next(chunks, done)
+
     async def stream() -> Any:
         while True:
-            chunk = await sync_to_async(next, thread_sensitive=True)(chunks, done)
+            chunk = await sync_to_async(advance, thread_sensitive=True)()
             if chunk is done:
                 return
             yield chunk

@@ -58,7 +58,7 @@ def renew(model: type[Model], *, pk: int, lease_owner: str, cancel: bool = False
         return False, False
     if not cancel:
         return True, False
-    requested = model.objects.filter(pk=pk).values_list("cancel_requested", flat=True).first()
+    requested = model._default_manager.filter(pk=pk).values_list("cancel_requested", flat=True).first()
     return True, bool(requested)
 
 

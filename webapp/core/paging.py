@@ -61,7 +61,7 @@ def list_or_page(request: Request, rows: Rows, serialize: Serialize, *, cap: int
         int_param(request, "limit", None, 1, MAX_LIMIT)
         int_param(request, "offset", None, 0, MAX_OFFSET)
         pager = Pager()
-        page = pager.paginate_queryset(rows, request) or []  # type: ignore[arg-type]
+        page = pager.paginate_queryset(rows, request) or []
         return pager.get_paginated_response(serialize(list(page)))
     items = list(rows) if cap is None else list(rows[: cap + 1])
     if cap is None or len(items) <= cap:

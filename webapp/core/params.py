@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import math
+from typing import overload
 
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 
 
+@overload
+def int_param(request: Request, name: str, default: int, lo: int, hi: int) -> int: ...
+@overload
+def int_param(request: Request, name: str, default: int | None, lo: int, hi: int) -> int | None: ...
 def int_param(request: Request, name: str, default: int | None, lo: int, hi: int) -> int | None:
+    """The parameter `name` as an integer in [lo, hi], or `default` when it is absent or empty
+    (so an int default gives an int)."""
     raw = request.query_params.get(name)
     if raw in (None, ""):
         return default

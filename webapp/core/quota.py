@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.apps import apps
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 
 from webapp.core.errors import InvalidInput
 from webapp.core.models import LeasedWork
@@ -22,13 +22,13 @@ class WorkQuotaExceeded(InvalidInput):
     """The owner already has as much queued and running work as one account may."""
 
 
-def lock_owner(owner: AbstractBaseUser) -> None:
+def lock_owner(owner: User) -> None:
     """Serialise one owner's launches (in the caller's transaction), so two at once cannot
     both pass a quota."""
     list(get_user_model().objects.select_for_update().filter(pk=owner.pk).values_list("pk"))
 
 
-def active_work(owner: AbstractBaseUser) -> dict[str, int]:
+def active_work(owner: User) -> dict[str, int]:
     """Queued and running work of `owner`, by kind ("runs", "evaluations", "jobs")."""
     counts: dict[str, int] = {}
     for model in apps.get_models():
@@ -42,7 +42,7 @@ def active_work(owner: AbstractBaseUser) -> dict[str, int]:
     return counts
 
 
-def work_quota_check(owner: AbstractBaseUser) -> None:
+def work_quota_check(owner: User) -> None:
     """Raise WorkQuotaExceeded when `owner` may not queue one more piece of work. Call it in
     the transaction that creates the work, after `lock_owner`."""
     limit = int(settings.ENVLAB_MAX_ACTIVE_WORK)

@@ -10,25 +10,29 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Any, TypeVar
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import render
 from rest_framework import throttling
 from rest_framework.settings import api_settings
 
 log = logging.getLogger(__name__)
 
+# What a view decorated by throttle_posts returns, besides the 429 page: HttpResponse for the
+# page views, HttpResponseBase for what method_decorator hands it (the sign-in view's post).
+_Response = TypeVar("_Response", bound=HttpResponseBase)
+
 
 class _RatesFromSettings:
     scope: str | None
 
     def get_rate(self) -> str | None:
-        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope) if self.scope else None
+        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope) if self.scope else None  # type: ignore[return-value]  # the stubs say numbers; DRF's rates are strings ("60/min")
 
     def allow_request(self, request: Any, view: Any) -> bool:
         try:
-            return super().allow_request(request, view)  # type: ignore[misc,no-any-return]
+            return super().allow_request(request, view)  # type: ignore[misc]
         except Exception as exc:  # the cache backend's connection errors vary by client
             log.warning("throttle %s skipped: cache unavailable (%s)", self.scope, type(exc).__name__)
             return True
@@ -57,17 +61,17 @@ class WriteThrottled:
     def get_throttles(self) -> list[Any]:
         safe = self.request.method in ("GET", "HEAD", "OPTIONS")
         self.throttle_scope = None if safe else self.write_throttle_scope
-        return super().get_throttles()  # type: ignore[misc,no-any-return]
+        return super().get_throttles()  # type: ignore[misc]
 
 
-def throttle_posts(scope: str) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+def throttle_posts(scope: str) -> Callable[[Callable[..., _Response]], Callable[..., _Response | HttpResponse]]:
     """Page views that do an API's work (launch, register, probe, capacity) get its rate for
     `scope` on their form posts: a 429 page past it, and nothing done."""
     from types import SimpleNamespace
 
-    def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    def decorator(view: Callable[..., _Response]) -> Callable[..., _Response | HttpResponse]:
         @wraps(view)
-        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> _Response | HttpResponse:
             if request.method == "POST":
                 throttle = ScopedRateThrottle()
                 if not throttle.allow_request(request, SimpleNamespace(throttle_scope=scope)):

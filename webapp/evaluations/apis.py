@@ -27,6 +27,7 @@ from webapp.core.paging import (
 )
 from webapp.core.params import int_param
 from webapp.core.throttles import WriteThrottled
+from webapp.core.users import signed_in_user
 from webapp.evaluations.config import EvaluationRequest
 from webapp.evaluations.export import episodes_jsonl, episodes_parquet
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
@@ -165,7 +166,7 @@ class EvaluationListApi(WriteThrottled, APIView):
 
     @extend_schema(request=EvaluationRequest, responses={201: EvaluationDetailOut})
     def post(self, request: Request) -> Response:
-        evaluation = evaluation_create(owner=request.user, data=request.data)
+        evaluation = evaluation_create(owner=signed_in_user(request), data=request.data)
         return Response(EvaluationDetailOut(evaluation).data, status=status.HTTP_201_CREATED)
 
 
@@ -288,6 +289,6 @@ class RunEvaluateCheckpointsApi(APIView):
         data = CheckpointsIn(data=request.data)
         data.is_valid(raise_exception=True)
         evaluation = evaluation_create_for_checkpoints(
-            owner=request.user, run=run, **data.validated_data
+            owner=signed_in_user(request), run=run, **data.validated_data
         )
         return Response(EvaluationDetailOut(evaluation).data, status=status.HTTP_201_CREATED)

@@ -6,34 +6,31 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
 from envs.registry import SpecTable
 from envs.registry import evaluation_columns as evaluation_columns_of
+from webapp.core.users import is_signed_in
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 
 VIEW_ALL = "evaluations.view_evaluation"
 CHANGE_ALL = "evaluations.change_evaluation"
 
 
-def _signed_in(user: Any) -> bool:
-    return bool(getattr(user, "is_authenticated", False) and getattr(user, "is_active", False))
-
-
-def evaluations_visible_to(*, user: AbstractBaseUser | Any) -> QuerySet[Evaluation]:
+def evaluations_visible_to(*, user: User | AnonymousUser) -> QuerySet[Evaluation]:
     """An evaluation is its owner's; users with evaluations.view_evaluation (or change) see
     all. Anyone else gets a 404, as if it did not exist."""
     evaluations = Evaluation.objects.select_related("owner")
-    if not _signed_in(user):
+    if not is_signed_in(user):
         return evaluations.none()
     if user.has_perm(VIEW_ALL) or user.has_perm(CHANGE_ALL):
         return evaluations
     return evaluations.filter(owner=user)
 
 
-def evaluation_can_change(*, user: AbstractBaseUser | Any, evaluation: Evaluation) -> bool:
-    if not _signed_in(user):
+def evaluation_can_change(*, user: User | AnonymousUser, evaluation: Evaluation) -> bool:
+    if not is_signed_in(user):
         return False
     return evaluation.owner_id == user.pk or user.has_perm(CHANGE_ALL)
 

@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -66,7 +66,7 @@ def _environment_error(environment: Environment | None, environment_id: int) -> 
 
 
 def _resolved_models(
-    request: EvaluationRequest, *, user: AbstractBaseUser, environment: Environment | None, key: str
+    request: EvaluationRequest, *, user: User, environment: Environment | None, key: str
 ) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
     entries: list[dict[str, Any]] = []
     errors: dict[str, list[str]] = {}
@@ -126,7 +126,7 @@ def _resolved_models(
 
 
 def evaluation_check(
-    *, request: EvaluationRequest, user: AbstractBaseUser
+    *, request: EvaluationRequest, user: User
 ) -> tuple[Environment | None, str, list[dict[str, Any]], dict[str, list[str]]]:
     """Rules that need the database, the disk or the environment server; changes nothing."""
     errors: dict[str, list[str]] = {}
@@ -147,7 +147,7 @@ def evaluation_check(
 
 
 def evaluation_create(
-    *, owner: AbstractBaseUser, data: Any, source_run: Run | None = None
+    *, owner: User, data: Any, source_run: Run | None = None
 ) -> Evaluation:
     """Validate a request and queue the evaluation; a rejected request writes nothing."""
     request = parse_evaluation_request(data)
@@ -187,7 +187,7 @@ def evaluation_create(
 
 def evaluation_create_for_checkpoints(
     *,
-    owner: AbstractBaseUser,
+    owner: User,
     run: Run,
     environment_index: int = 0,
     episodes: int = 10,

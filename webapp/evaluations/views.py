@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from webapp.catalog.selectors import environments_visible_to
 from webapp.core.plotly import plotly_url
 from webapp.core.throttles import throttle_posts
+from webapp.core.users import signed_in_user
 from webapp.evaluations.apis import results_csv, visible_evaluation
 from webapp.evaluations.arena.replay import evaluation_replay, replay_page
 from webapp.evaluations.arena.sidebyside import MAX_COLUMNS, MIN_COLUMNS
@@ -74,7 +75,7 @@ def evaluation_list(request: HttpRequest) -> HttpResponse:
         if posted["prompt"].strip():
             data["prompt"] = posted["prompt"]
         try:
-            evaluation = evaluation_create(owner=request.user, data=data)
+            evaluation = evaluation_create(owner=signed_in_user(request), data=data)
         except RunConfigError as exc:
             errors = errors_as_lines(exc)
         else:
@@ -185,7 +186,7 @@ def run_evaluate_checkpoints(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
     try:
         evaluation = evaluation_create_for_checkpoints(
-            owner=request.user,
+            owner=signed_in_user(request),
             run=run,
             episodes=_checked_int(request.POST.get("episodes", ""), 10, 1, MAX_EPISODES),
             seed=_checked_int(request.POST.get("seed", ""), 0, 0, 2**31 - 1),

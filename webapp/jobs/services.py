@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -24,7 +24,7 @@ JOB_TASK = "worker.tasks.run_job"
 JOB_QUEUE = "train"
 
 
-def job_create(*, owner: AbstractBaseUser, kind: str, params: dict[str, Any], total: int) -> Job:
+def job_create(*, owner: User, kind: str, params: dict[str, Any], total: int) -> Job:
     """Queue a job; WorkQuotaExceeded (a 400), writing nothing, past the owner's quota."""
     with transaction.atomic():
         lock_owner(owner)

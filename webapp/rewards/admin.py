@@ -5,12 +5,15 @@ from django.http import HttpRequest
 
 from webapp.rewards.models import RewardRecipe, RewardRecipeVersion
 
+# Shown, and all read-only (one name: admin's fields and readonly_fields have different types).
+_VERSION_FIELDS = ("number", "created_at", "terms")
+
 
 class RewardRecipeVersionInline(admin.TabularInline):
     model = RewardRecipeVersion
     extra = 0
-    fields = ["number", "created_at", "terms"]
-    readonly_fields = fields
+    fields = _VERSION_FIELDS
+    readonly_fields = _VERSION_FIELDS
     can_delete = False
 
     def has_add_permission(self, request: HttpRequest, obj: RewardRecipe | None = None) -> bool:

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.core.paging import PAGE_PARAMETERS, list_or_page, list_or_page_schema
+from webapp.core.users import signed_in_user
 from webapp.rewards.models import RewardRecipe
 from webapp.rewards.selectors import recipe_version, recipe_versions, recipes_visible_to
 from webapp.rewards.services import RecipeIn, recipe_create, recipe_delete, recipe_update
@@ -91,7 +92,7 @@ class RecipeListApi(APIView):
 
     @extend_schema(request=RecipeIn, responses={201: RecipeDetailOut})
     def post(self, request: Request) -> Response:
-        recipe = recipe_create(owner=request.user, data=request.data)
+        recipe = recipe_create(owner=signed_in_user(request), data=request.data)
         return Response(_detail(recipe), status=status.HTTP_201_CREATED)
 
 

@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 from pydantic import ValidationError
 
+from webapp.core.users import is_signed_in
 from webapp.rewards.models import RewardRecipe, RewardRecipeVersion
 from webapp.rewards.terms import RecipeRef, RewardTerm, terms_error
 
 
-def recipes_visible_to(*, user: AbstractBaseUser | Any) -> QuerySet[RewardRecipe]:
+def recipes_visible_to(*, user: User | AnonymousUser) -> QuerySet[RewardRecipe]:
     recipes = RewardRecipe.objects.select_related("owner")
-    if not (getattr(user, "is_authenticated", False) and getattr(user, "is_active", False)):
+    if not is_signed_in(user):
         return recipes.none()
     return recipes.filter(owner=user)
 
 
-def recipe_for(*, user: AbstractBaseUser | Any, recipe_id: int) -> RewardRecipe | None:
+def recipe_for(*, user: User | AnonymousUser, recipe_id: int) -> RewardRecipe | None:
     return recipes_visible_to(user=user).filter(pk=recipe_id).first()
 
 
@@ -41,7 +40,7 @@ class RecipeRefError(ValueError):
 
 
 def recipe_resolve(
-    *, ref: RecipeRef, user: AbstractBaseUser | Any, env_names: list[str]
+    *, ref: RecipeRef, user: User | AnonymousUser, env_names: list[str]
 ) -> RecipeRef:
     """`ref` pinned to one version of one of `user`'s recipes, with that version's terms:
     what a launched run records and trains with. Raises RecipeRefError saying what is wrong."""

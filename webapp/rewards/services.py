@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -66,12 +66,12 @@ def recipe_parse(data: Any) -> RecipeIn:
     return recipe
 
 
-def _name_taken(owner: AbstractBaseUser, name: str) -> RecipeRejected:
+def _name_taken(owner: User, name: str) -> RecipeRejected:
     return RecipeRejected({"name": [f"you already have a recipe named '{name}'"]})
 
 
 @transaction.atomic
-def recipe_create(*, owner: AbstractBaseUser, data: Any) -> RewardRecipe:
+def recipe_create(*, owner: User, data: Any) -> RewardRecipe:
     recipe_in = recipe_parse(data)
     if RewardRecipe.objects.filter(owner=owner, name=recipe_in.name).exists():
         raise _name_taken(owner, recipe_in.name)

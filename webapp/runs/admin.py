@@ -8,12 +8,15 @@ from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent, WorkerHeartb
 from webapp.runs.selectors import run_alerts, run_status_display, runs_with_alerts
 from webapp.runs.services import run_request_cancel
 
+# Shown, and all read-only (one name: admin's fields and readonly_fields have different types).
+_EVENT_FIELDS = ("created_at", "kind", "message")
+
 
 class RunEventInline(admin.TabularInline):
     model = RunEvent
     extra = 0
-    fields = ["created_at", "kind", "message"]
-    readonly_fields = fields
+    fields = _EVENT_FIELDS
+    readonly_fields = _EVENT_FIELDS
     ordering = ["-created_at", "-id"]
     can_delete = False
     show_change_link = True

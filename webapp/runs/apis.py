@@ -24,6 +24,7 @@ from webapp.core.paging import PAGE_PARAMETERS, list_or_page, list_or_page_schem
 from webapp.core.params import bool_param, float_param, int_param, text_param
 from webapp.core.parsers import EnvlabJSONParser as JSONParser
 from webapp.core.throttles import WriteThrottled
+from webapp.core.users import signed_in_user
 from webapp.runs.config import RunConfig
 from webapp.runs.demo import run_launch_demo
 from webapp.runs.external import external_run_create, external_run_finish, external_run_log
@@ -129,7 +130,7 @@ class RunListApi(WriteThrottled, APIView):
     # The one run config schema, published as is: clients (and the schema fuzzer) see real bodies.
     @extend_schema(request=RunConfig, responses={201: RunLaunchOut})
     def post(self, request: Request) -> Response:
-        run = run_launch(owner=request.user, data=request.data)
+        run = run_launch(owner=signed_in_user(request), data=request.data)
         return Response(RunLaunchOut(run).data, status=status.HTTP_201_CREATED)
 
 
@@ -142,9 +143,8 @@ class PresetListApi(APIView):
         operation_id="presets_list", parameters=PAGE_PARAMETERS, responses=list_or_page_schema(PresetOut, "Preset")
     )
     def get(self, request: Request) -> Response:
-        rows = [
-            {**vars(preset), "config": preset_config_for(preset=preset, user=request.user)} for preset in presets()
-        ]
+        user = signed_in_user(request)
+        rows = [{**vars(preset), "config": preset_config_for(preset=preset, user=user)} for preset in presets()]
         return list_or_page(request, rows, lambda page: PresetOut(page, many=True).data)
 
 
@@ -156,7 +156,7 @@ class RunDemoApi(WriteThrottled, APIView):
 
     @extend_schema(request=None, responses={201: RunDetailOut})
     def post(self, request: Request) -> Response:
-        run = run_launch_demo(owner=request.user)
+        run = run_launch_demo(owner=signed_in_user(request))
         return Response(RunDetailOut(run).data, status=status.HTTP_201_CREATED)
 
 
@@ -235,7 +235,7 @@ class RunExternalApi(WriteThrottled, APIView):
 
     @extend_schema(request=ExternalRunIn, responses={201: RunDetailOut})
     def post(self, request: Request) -> Response:
-        run = external_run_create(owner=request.user, data=request.data)
+        run = external_run_create(owner=signed_in_user(request), data=request.data)
         return Response(RunDetailOut(_visible_run(request, run.pk)).data, status=status.HTTP_201_CREATED)
 
 
@@ -320,12 +320,12 @@ class RunChartLayoutApi(APIView):
 
     @extend_schema(responses=RunChartLayoutOut)
     def get(self, request: Request) -> Response:
-        return Response(run_layout_for(user=request.user))
+        return Response(run_layout_for(user=signed_in_user(request)))
 
     @extend_schema(request=dict, responses=RunChartLayoutOut)
     def put(self, request: Request) -> Response:
         try:
-            return Response(run_layout_save(user=request.user, data=request.data))
+            return Response(run_layout_save(user=signed_in_user(request), data=request.data))
         except RunLayoutRejected as exc:
             raise ValidationError(exc.errors) from None
 

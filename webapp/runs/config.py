@@ -293,6 +293,15 @@ NotifyEvent = Literal["finished", "failed", "alert"]
 NOTIFY_EVENTS: tuple[str, ...] = NotifyEvent.__args__  # type: ignore[attr-defined]
 
 
+# Fresh lists per config, typed as their fields (a lambda's list literal would be list[str]).
+def _default_stop_on() -> list[AlertKind]:
+    return ["nonfinite"]
+
+
+def _default_notify() -> list[NotifyEvent]:
+    return ["failed", "alert"]
+
+
 class AlertSettings(_Strict):
     """Run health rules (webapp/runs/telemetry/health.py): thresholds, and which alerts end the run."""
 
@@ -322,12 +331,12 @@ class AlertSettings(_Strict):
         ),
     )
     stop_on: list[AlertKind] = Field(
-        default_factory=lambda: ["nonfinite"],
+        default_factory=_default_stop_on,
         max_length=len(ALERT_KINDS),
         description="Alerts that stop the run (status failed, a checkpoint kept, the alert as its error).",
     )
     notify: list[NotifyEvent] = Field(
-        default_factory=lambda: ["failed", "alert"],
+        default_factory=_default_notify,
         max_length=len(NOTIFY_EVENTS),
         description=(
             "Events sent to the notification URL stored on your account page (`notify_url`): finished, "

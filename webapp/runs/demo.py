@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 
 from webapp.catalog.models import Environment
 from webapp.runs.config import RunConfigError
@@ -48,12 +48,12 @@ def demo_config(environment_id: int, *, model: str = DEMO_MODEL) -> dict[str, An
     }
 
 
-def demo_environment(*, user: AbstractBaseUser) -> Environment | None:
+def demo_environment(*, user: User) -> Environment | None:
     """The bundled echo server's entry that `user` may use (webapp.runs.presets.bundled_environment)."""
     return bundled_environment(user=user, key=DEMO_ENVIRONMENT)
 
 
-def run_launch_demo(*, owner: AbstractBaseUser) -> Run:
+def run_launch_demo(*, owner: User) -> Run:
     """Queue the demo run for `owner`, with run_launch's checks, quota and errors.
 
     Without an echo environment the config still goes through the checks (id 0 matches no

@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
@@ -109,7 +109,7 @@ def _external_config(value: Any) -> tuple[dict[str, Any], list[str]]:
     return value, []
 
 
-def external_run_create(*, owner: AbstractBaseUser, data: Any) -> Run:
+def external_run_create(*, owner: User, data: Any) -> Run:
     """Make a running external run from {name, config?, tags?, model?, max_steps?}."""
     if not isinstance(data, dict):
         raise ExternalRunRejected({"non_field_errors": ['a JSON object: {"name": ..., "config": {...}, "tags": [...]}']})

@@ -143,7 +143,7 @@ def run_delete(*, run: Run) -> None:
                 f"run {users[0]} trains from a checkpoint of this run: delete it when that run has ended"
             )
         # Through the reverse relation: runs sits below evaluations and does not import it.
-        evaluations = run.checkpoint_evaluations  # type: ignore[attr-defined]
+        evaluations = run.checkpoint_evaluations
         evaluating = (
             evaluations.filter(status__in=evaluations.model.ACTIVE).order_by("pk").values_list("pk", flat=True).first()
         )

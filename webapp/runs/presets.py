@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 
 from webapp.catalog.models import Environment
 from webapp.catalog.selectors import environments_visible_to
@@ -79,7 +79,7 @@ def preset_get(*, slug: str) -> Preset | None:
     return next((preset for preset in presets() if preset.slug == slug), None)
 
 
-def bundled_environment(*, user: AbstractBaseUser, key: str) -> Environment | None:
+def bundled_environment(*, user: User, key: str) -> Environment | None:
     """The bundled server `key`'s entry that `user` may use, else an entry named `key` of their
     own: never another user's entry of that name, which its owner could point anywhere."""
     visible = environments_visible_to(user=user)
@@ -87,7 +87,7 @@ def bundled_environment(*, user: AbstractBaseUser, key: str) -> Environment | No
     return bundled or visible.filter(name=key, owner=user).first()
 
 
-def preset_config_for(*, preset: Preset, user: AbstractBaseUser) -> dict[str, Any]:
+def preset_config_for(*, preset: Preset, user: User) -> dict[str, Any]:
     """The preset's run config on `user`'s entry of its environment (id 0, which the launch
     refuses naming the field, when they have none)."""
     environment = bundled_environment(user=user, key=preset.environment)

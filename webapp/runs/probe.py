@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from webapp.jobs.models import Job
@@ -53,7 +53,7 @@ def probe_key(config: RunConfig) -> str:
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-def latest_probe(*, owner: AbstractBaseUser, key: str) -> dict[str, Any] | None:
+def latest_probe(*, owner: User, key: str) -> dict[str, Any] | None:
     """The newest finished probe of `owner` for configs of `key`, as the run's first event
     quotes it: {job, pass_rate, expected_zero_variance_fraction, measured_zero_variance_fraction,
     group_size, episodes, warning}; None when there is none (fresh)."""
@@ -100,7 +100,7 @@ def register_probe_starter(starter: ProbeStarter) -> None:
     _starter = starter
 
 
-def probe_start(*, owner: AbstractBaseUser, data: Any) -> Job:
+def probe_start(*, owner: User, data: Any) -> Job:
     """Queue a probe of the run config `data` (raises RunConfigError naming the fields to fix)."""
     if _starter is None:
         raise RunConfigError({"non_field_errors": ["the learnability probe is not installed in this lab"]})

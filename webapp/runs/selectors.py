@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import (
     Prefetch,
     QuerySet,
@@ -14,26 +14,27 @@ from django.urls import reverse
 from envs.adapters import episode_reward_rule
 from webapp.catalog.models import Environment
 from webapp.catalog.selectors import environments_visible_to
+from webapp.core.users import is_signed_in
 from webapp.runs.models import Rollout, Run, RunEvent
 
 
-def runs_visible_to(*, user: AbstractBaseUser | Any) -> QuerySet[Run]:
+def runs_visible_to(*, user: User | AnonymousUser) -> QuerySet[Run]:
     """A run is its owner's; users with the permission runs.view_run (or change_run) see all.
 
     Permissions, not `is_staff`: a staff account that may only open the admin reads nobody's
     transcripts. Everyone else gets a 404, as if the run did not exist.
     """
     runs = Run.objects.select_related("owner")
-    if not (getattr(user, "is_authenticated", False) and getattr(user, "is_active", False)):
+    if not is_signed_in(user):
         return runs.none()
     if user.has_perm("runs.view_run") or user.has_perm("runs.change_run"):
         return runs
     return runs.filter(owner=user)
 
 
-def run_can_change(*, user: AbstractBaseUser | Any, run: Run) -> bool:
+def run_can_change(*, user: User | AnonymousUser, run: Run) -> bool:
     """Cancel and resume: the run's owner, or a user with the permission runs.change_run."""
-    if not (getattr(user, "is_authenticated", False) and getattr(user, "is_active", False)):
+    if not is_signed_in(user):
         return False
     return run.owner_id == user.pk or user.has_perm("runs.change_run")
 

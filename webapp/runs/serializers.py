@@ -10,7 +10,7 @@ from drf_spectacular.utils import Direction, extend_schema_field
 from rest_framework import serializers
 
 from webapp.runs.checkpoints import run_checkpoints
-from webapp.runs.models import Rollout, Run, RunEvent, WorkerHeartbeat
+from webapp.runs.models import Rollout, Run, RunEvent, RunTag, WorkerHeartbeat
 from webapp.runs.selectors import (
     rollout_replay_url,
     run_alerts,
@@ -48,7 +48,7 @@ class RunOut(serializers.ModelSerializer):
             "tags", "group", "notes", "external",
         ]
 
-    tags = serializers.SlugRelatedField(
+    tags: serializers.SlugRelatedField[RunTag] = serializers.SlugRelatedField(
         many=True, read_only=True, slug_field="slug", help_text="Its tags (slugs), sorted."
     )
     group = serializers.CharField(read_only=True, help_text="The runs it belongs with (seeds, a sweep); may be empty.")
@@ -245,7 +245,7 @@ class RunEventOut(serializers.ModelSerializer):
     """Something that happened to a run (claimed, checkpoint resumed, an alert raised...).
     `message` may quote model or environment text: show it as text."""
 
-    data = RunEventDataField(
+    data = RunEventDataField(  # type: ignore[assignment]  # DRF's metaclass takes declared fields off the class: no clash with Serializer.data
         read_only=True,
         help_text="The event's facts; their fields depend on `kind` (an alert's: alert, step, active; "
         "episode_lost: step, envs, seqs, reasons...). {} when it has none.",
@@ -292,7 +292,7 @@ class RunToolOut(serializers.Serializer):
 
 class RunToolTableOut(serializers.Serializer):
     tools = RunToolOut(many=True, help_text="Most failures first, then most calls.")
-    errors = serializers.DictField(
+    errors = serializers.DictField(  # type: ignore[assignment]  # DRF's metaclass takes declared fields off the class: no clash with Serializer.errors
         child=serializers.IntegerField(),
         help_text=(
             "Failed calls of every tool by class: execution_error, invalid_args, transport_error, "
@@ -539,6 +539,6 @@ class PresetOut(serializers.Serializer):
     name = serializers.CharField()
     version = serializers.IntegerField()
     description = serializers.CharField()
-    source = serializers.CharField(help_text="Where the recipe comes from.")
+    source = serializers.CharField(help_text="Where the recipe comes from.")  # type: ignore[assignment]  # DRF's metaclass takes declared fields off the class: no clash with Field.source
     environment = serializers.CharField(help_text="The bundled environment it is meant for.")
     config = serializers.DictField(help_text="A run config, to POST to /api/runs/ as is or changed.")

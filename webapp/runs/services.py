@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import DatabaseError, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
@@ -151,7 +151,7 @@ def _tool_shape(tool: Any) -> str:
     """Argument names, types and which are required: what must agree for one router to offer it."""
     parameters = tool.get("parameters") if isinstance(tool, dict) else None
     parameters = parameters if isinstance(parameters, dict) else {}
-    properties = parameters.get("properties") if isinstance(parameters.get("properties"), dict) else {}
+    properties = found if isinstance(found := parameters.get("properties"), dict) else {}
     return json.dumps(
         [{k: (v.get("type") if isinstance(v, dict) else None) for k, v in properties.items()},
          sorted(str(r) for r in parameters.get("required") or [] if isinstance(r, str))],
@@ -175,7 +175,7 @@ def _continued_adapter_error(config: RunConfig, resolved: ResolvedModel) -> str 
     )
 
 
-def run_config_check(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, list[str]]:
+def run_config_check(*, config: RunConfig, user: User) -> dict[str, list[str]]:
     """Rules that need the database or the disk. Re-probes each environment's health."""
     errors: dict[str, list[str]] = {}
     if isinstance(config.model, CheckpointRef):
@@ -261,7 +261,7 @@ def run_config_check(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, 
     return errors
 
 
-def run_config_warnings(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, list[str]]:
+def run_config_warnings(*, config: RunConfig, user: User) -> dict[str, list[str]]:
     """What a launch that passed `run_config_check` should still be told: a capacity that is
     only a lower bound and below what the run holds at once (it may or may not fit)."""
     warnings: dict[str, list[str]] = {}
@@ -351,7 +351,7 @@ def _harness_errors(*, config: RunConfig, environment: Environment) -> dict[str,
     return errors
 
 
-def _warmup_errors(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, list[str]]:
+def _warmup_errors(*, config: RunConfig, user: User) -> dict[str, list[str]]:
     """The warm-up's source must exist: a solver for every environment (only bundled ones have
     one; a random policy is not a warm-up), or a visible run with rollouts good enough to keep."""
     from envs.registry import recorded_adapter, solver_keys
@@ -361,6 +361,7 @@ def _warmup_errors(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, li
     assert warmup is not None
     errors: dict[str, list[str]] = {}
     if warmup.source == "run":
+        assert warmup.run is not None  # WarmupSettings' validator: source "run" names its run
         source = runs_visible_to(user=user).filter(pk=warmup.run).first()
         if source is None:
             # The same message for a run that exists but is not theirs.
@@ -387,7 +388,7 @@ def _warmup_errors(*, config: RunConfig, user: AbstractBaseUser) -> dict[str, li
     return errors
 
 
-def _active_runs_error(owner: AbstractBaseUser) -> str | None:
+def _active_runs_error(owner: User) -> str | None:
     limit = settings.ENVLAB_MAX_ACTIVE_RUNS
     # External runs train elsewhere and take no worker (webapp/runs/external.py).
     active = Run.objects.filter(owner=owner, status__in=Run.ACTIVE, external=False).count()
@@ -399,7 +400,7 @@ def _active_runs_error(owner: AbstractBaseUser) -> str | None:
     )
 
 
-def _quota_refusal(owner: AbstractBaseUser) -> str | None:
+def _quota_refusal(owner: User) -> str | None:
     """Why `owner` may not queue one more run now (their runs, or all their work: webapp/core/
     quota.py), or None. Locks the owner's row for the caller's transaction, so two launches or
     resumes at once cannot both pass."""
@@ -428,7 +429,7 @@ class LaunchPlan:
     probe: dict[str, Any] | None = None
 
 
-def run_launch_plan(*, owner: AbstractBaseUser, config: RunConfig) -> LaunchPlan:
+def run_launch_plan(*, owner: User, config: RunConfig) -> LaunchPlan:
     """Every check of a launch but the quota (it probes each environment); raises RunConfigError
     naming each field to fix. Writes nothing."""
     errors = run_config_check(config=config, user=owner)
@@ -451,7 +452,7 @@ def run_launch_plan(*, owner: AbstractBaseUser, config: RunConfig) -> LaunchPlan
     return LaunchPlan(config=config, needs=run_needs(config), warnings=warnings, waiting=waiting, probe=probe)
 
 
-def run_create(*, owner: AbstractBaseUser, plan: LaunchPlan, group: str = "", pending: str = "") -> Run:
+def run_create(*, owner: User, plan: LaunchPlan, group: str = "", pending: str = "") -> Run:
     """The run's rows, in the caller's transaction (which checked the quota). `pending`: the
     run waits (status pending, no task sent) and its first event says why; otherwise it is
     queued and its task sent once the transaction commits."""
@@ -490,7 +491,7 @@ def run_create(*, owner: AbstractBaseUser, plan: LaunchPlan, group: str = "", pe
     return run
 
 
-def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
+def run_launch(*, owner: User, data: Any) -> Run:
     """Validate a raw config and queue the run; a rejected config writes nothing."""
     config = parse_run_config(data)
     # Before the checks, which probe every environment: a refused launch costs nothing.
@@ -505,7 +506,7 @@ def run_launch(*, owner: AbstractBaseUser, data: Any) -> Run:
         return run_create(owner=owner, plan=plan)
 
 
-def run_slots_free(owner: AbstractBaseUser) -> int:
+def run_slots_free(owner: User) -> int:
     """How many more runs `owner` may queue now: the fewer of what ENVLAB_MAX_ACTIVE_RUNS and
     ENVLAB_MAX_ACTIVE_WORK (runs, evaluations and jobs together) leave. Call it after
     `lock_owner` in the transaction that queues them."""
@@ -874,14 +875,16 @@ def _sessions_short(run_id: int) -> str | None:
     except Exception:  # a config the launch accepted: the trainer reports what is wrong with it
         return None
     ids = {entry.environment for entry in config.environments}
+    # (environment, its capacity): the servers whose capacity is a known limit.
     limited = [
-        env for env in Environment.objects.select_for_update().filter(pk__in=ids).order_by("pk")
+        (env, env.capacity)
+        for env in Environment.objects.select_for_update().filter(pk__in=ids).order_by("pk")
         if env.capacity is not None and not capacity_is_lower_bound(env)
     ]
     if not limited:
         return None
     needed = _sessions_needed(config)
-    held = {env.pk: 0 for env in limited}
+    held = {env.pk: 0 for env, _ in limited}
     for other in Run.objects.filter(status=Run.Status.RUNNING).exclude(pk=run_id).only("pk", "config"):
         try:
             other_config = parse_run_config(other.config)
@@ -889,10 +892,10 @@ def _sessions_short(run_id: int) -> str | None:
             continue
         for pk in {entry.environment for entry in other_config.environments} & held.keys():
             held[pk] += _sessions_needed(other_config)
-    for env in limited:
-        if held[env.pk] and held[env.pk] + needed > env.capacity:
+    for env, capacity in limited:
+        if held[env.pk] and held[env.pk] + needed > capacity:
             return (
-                f"waiting for sessions: environment '{env.name}' takes {limits.sessions(env.capacity)}, "
+                f"waiting for sessions: environment '{env.name}' takes {limits.sessions(capacity)}, "
                 f"running runs hold {held[env.pk]} and this run needs {needed}; it starts when they end"
             )
     return None

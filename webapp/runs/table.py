@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import django_filters
@@ -116,7 +117,10 @@ def runs_metric_summaries(*, run_ids: list[int], keys: list[str]) -> dict[int, d
         columns[f"k{index}_max"] = Subquery(per_run.annotate(top=Max("value")).values("top"))
         columns[f"k{index}_min"] = Subquery(per_run.annotate(low=Min("value")).values("low"))
     out: dict[int, dict[str, dict[str, Any]]] = {}
-    for row in Run.objects.filter(pk__in=run_ids).order_by().values("pk", **columns):
+    # Read as a mapping: the plugin types values() rows by their literal names ("pk" here),
+    # and the metric columns are named at run time.
+    rows: Iterable[Mapping[str, Any]] = Run.objects.filter(pk__in=run_ids).order_by().values("pk", **columns)
+    for row in rows:
         out[row["pk"]] = {
             key: {
                 "last": row[f"k{index}_last"], "max": row[f"k{index}_max"], "min": row[f"k{index}_min"],

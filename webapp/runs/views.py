@@ -18,6 +18,7 @@ from webapp.catalog.models import Environment
 from webapp.catalog.selectors import environments_visible_to
 from webapp.core.plotly import plotly_url
 from webapp.core.throttles import throttle_posts
+from webapp.core.users import signed_in_user
 from webapp.jobs.models import Job
 from webapp.rewards.selectors import recipes_visible_to
 from webapp.runs.checkpoints import run_checkpoints
@@ -99,7 +100,8 @@ def _home(request: HttpRequest, demo_errors: list[str] | None = None) -> HttpRes
     """The runs table: the user's own runs, filtered, sorted, paged and summarised as the
     query string says (the same parameters as GET /api/runs/), so a reload or a shared link
     shows the same table."""
-    mine = runs_with_alerts(runs_visible_to(user=request.user).filter(owner=request.user))
+    user = signed_in_user(request)
+    mine = runs_with_alerts(runs_visible_to(user=user).filter(owner=user))
     table_errors: list[str] = []
     try:
         runs = runs_table(runs=mine, params=request.GET)
@@ -171,7 +173,7 @@ def _home_query(request: HttpRequest, **changes: Any) -> str:
 
 
 def _demo_environment(request: HttpRequest) -> Environment | None:
-    return demo_environment(user=request.user)
+    return demo_environment(user=signed_in_user(request))
 
 
 @login_required
@@ -184,7 +186,7 @@ def home(request: HttpRequest) -> HttpResponse:
 @require_POST
 def run_demo(request: HttpRequest) -> HttpResponse:
     try:
-        run = run_launch_demo(owner=request.user)
+        run = run_launch_demo(owner=signed_in_user(request))
     except RunConfigError as exc:
         lines = [
             f"{key}: {message}" for key, key_messages in exc.errors.items() for message in key_messages
@@ -224,7 +226,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
     if source is not None:
         start = launch_again_config(source)
     elif preset is not None:
-        start = preset_config_for(preset=preset, user=request.user)
+        start = preset_config_for(preset=preset, user=signed_in_user(request))
     elif probe is not None and isinstance(probe["job"].params.get("run_config"), dict):
         start = probe["job"].params["run_config"]
     else:
@@ -245,9 +247,9 @@ def run_new(request: HttpRequest) -> HttpResponse:
             probing = request.POST.get("action") == "probe"
             try:
                 if probing:  # a dry run of this config before it is spent (webapp/runs/probe.py)
-                    job = probe_start(owner=request.user, data=data)
+                    job = probe_start(owner=signed_in_user(request), data=data)
                 else:
-                    run = run_launch(owner=request.user, data=data)
+                    run = run_launch(owner=signed_in_user(request), data=data)
             except RunConfigError as exc:
                 if mode == "json":
                     json_errors = [f"{k}: {m}" for k, msgs in exc.errors.items() for m in msgs]
@@ -289,12 +291,12 @@ def _probe_card(request: HttpRequest) -> dict[str, Any] | None:
     if not (raw.isascii() and raw.isdigit() and len(raw) <= 12):
         return None
     job = Job.objects.filter(
-        pk=int(raw), owner=request.user, kind=PROBE_JOB_KIND, params__has_key="probe_key"
+        pk=int(raw), owner=signed_in_user(request), kind=PROBE_JOB_KIND, params__has_key="probe_key"
     ).first()
     if job is None:
         return None
     result = job.result if isinstance(job.result, dict) else {}
-    numbers = result.get("probe") if isinstance(result.get("probe"), dict) else {}
+    numbers = found if isinstance(found := result.get("probe"), dict) else {}
     return {
         "job": job,
         "result": result,
@@ -398,7 +400,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     charts = run_charts(
         series, warmup=has_sft_warmup(run.config or {}), gpu=(run.config or {}).get("device") == "cuda"
     )
-    layout = run_layout_for(user=request.user)
+    layout = run_layout_for(user=signed_in_user(request))
     chart_page = {
         **run_chart_page(
             series, logged_keys=sorted(series), wall_time_key=WALL_TIME_KEY, added=layout["metrics"]

@@ -90,7 +90,7 @@ def worker_facts(worker: WorkerHeartbeat, *, now: datetime | None = None) -> dic
     """What the workers page shows of one worker, from its heartbeat."""
     capabilities = worker.capabilities if isinstance(worker.capabilities, dict) else {}
     now = now or timezone.now()
-    gpus = capabilities.get("gpus") if isinstance(capabilities.get("gpus"), list) else []
+    gpus = found if isinstance(found := capabilities.get("gpus"), list) else []
     return {
         "name": worker.name,
         "host": worker.name.split("@", 1)[-1],

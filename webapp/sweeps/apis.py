@@ -18,6 +18,7 @@ from webapp.core.paging import PAGE_PARAMETERS, list_or_page, list_or_page_schem
 from webapp.core.params import text_param
 from webapp.core.parsers import EnvlabJSONParser as JSONParser
 from webapp.core.throttles import WriteThrottled
+from webapp.core.users import signed_in_user
 from webapp.runs.table import METRIC_KEY_MAX_LENGTH
 from webapp.sweeps.models import Sweep
 from webapp.sweeps.selectors import (
@@ -77,7 +78,7 @@ class SweepListApi(WriteThrottled, APIView):
         ),
     )
     def post(self, request: Request) -> Response:
-        sweep = sweep_create(owner=request.user, data=request.data)
+        sweep = sweep_create(owner=signed_in_user(request), data=request.data)
         return Response(SweepDetailOut(sweep_detail(sweep, metric=DEFAULT_METRIC)).data,
                         status=status.HTTP_201_CREATED)
 

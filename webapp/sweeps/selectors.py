@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
+from webapp.core.users import is_signed_in
 from webapp.runs.models import Run
 from webapp.runs.table import runs_metric_summaries
 from webapp.sweeps.grid import config_paths, differing_paths
@@ -18,20 +19,20 @@ SUMMARY_STATS = ("last", "max", "min")
 DEFAULT_METRIC = "reward"
 
 
-def sweeps_visible_to(*, user: AbstractBaseUser | Any) -> QuerySet[Sweep]:
+def sweeps_visible_to(*, user: User | AnonymousUser) -> QuerySet[Sweep]:
     """As runs (webapp.runs.selectors.runs_visible_to): the owner's, or every one for a user with
     the permission runs.view_run (or change_run); everyone else gets a 404."""
     sweeps = Sweep.objects.select_related("owner")
-    if not (getattr(user, "is_authenticated", False) and getattr(user, "is_active", False)):
+    if not is_signed_in(user):
         return sweeps.none()
     if user.has_perm("runs.view_run") or user.has_perm("runs.change_run"):
         return sweeps
     return sweeps.filter(owner=user)
 
 
-def sweep_can_change(*, user: AbstractBaseUser | Any, sweep: Sweep) -> bool:
+def sweep_can_change(*, user: User | AnonymousUser, sweep: Sweep) -> bool:
     """Cancel the rest: the sweep's owner, or a user with the permission runs.change_run."""
-    if not (getattr(user, "is_authenticated", False) and getattr(user, "is_active", False)):
+    if not is_signed_in(user):
         return False
     return sweep.owner_id == user.pk or user.has_perm("runs.change_run")
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
@@ -117,7 +117,7 @@ def _member_name(sweep_name: str, index: int) -> str:
     return sweep_name[: 120 - len(suffix)] + suffix
 
 
-def _member_plans(*, owner: AbstractBaseUser, spec: SweepSpec, name: str) -> list[tuple[dict[str, Any], LaunchPlan]]:
+def _member_plans(*, owner: User, spec: SweepSpec, name: str) -> list[tuple[dict[str, Any], LaunchPlan]]:
     """Every member's config checked as a launch checks it (schema first, for all of them,
     then the checks that probe environments); raises SweepRejected with each error under
     `members.<index>.<field>`."""
@@ -153,7 +153,7 @@ def _member_plans(*, owner: AbstractBaseUser, spec: SweepSpec, name: str) -> lis
     return plans
 
 
-def sweep_create(*, owner: AbstractBaseUser, data: Any) -> Sweep:
+def sweep_create(*, owner: User, data: Any) -> Sweep:
     """Check every member up front, then make the sweep and all its runs in one transaction,
     each run pending, and queue as many as the owner's quota has slots for (the rest are
     released as runs end: `sweep_release`). A refused sweep writes nothing."""
@@ -185,7 +185,7 @@ def sweep_create(*, owner: AbstractBaseUser, data: Any) -> Sweep:
     return sweep
 
 
-def _release(owner: AbstractBaseUser) -> list[int]:
+def _release(owner: User) -> list[int]:
     """In the caller's transaction: queue the owner's oldest pending members into the slots free."""
     lock_owner(owner)
     released: list[int] = []
@@ -206,7 +206,7 @@ def _release(owner: AbstractBaseUser) -> list[int]:
     return released
 
 
-def _sweeps_mark_done(owner: AbstractBaseUser) -> None:
+def _sweeps_mark_done(owner: User) -> None:
     going = Run.objects.filter(sweep_member__sweep=OuterRef("pk"), status__in=Run.NOT_ENDED)
     now = timezone.now()
     Sweep.objects.filter(owner=owner, status=Sweep.Status.ACTIVE).exclude(Exists(going)).update(

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.core.throttles import WriteThrottled
+from webapp.core.users import signed_in_user
 from webapp.rewards.selectors import recipes_visible_to
 from webapp.runs.models import Rollout, Run
 from webapp.workbench.composer import (
@@ -43,7 +44,7 @@ class RecipeDryRunApi(WriteThrottled, APIView):
     @extend_schema(request=dict, responses={202: dict})
     def post(self, request: Request, pk: int) -> Response:
         recipe = get_object_or_404(recipes_visible_to(user=request.user), pk=pk)
-        job = recipe_dry_run_create(owner=request.user, recipe=recipe, data=request.data)
+        job = recipe_dry_run_create(owner=signed_in_user(request), recipe=recipe, data=request.data)
         return Response({"id": job.pk, "status": job.status}, status=status.HTTP_202_ACCEPTED)
 
 
@@ -74,7 +75,7 @@ class RunProbeApi(WriteThrottled, APIView):
         body = RunProbeIn(data=request.data)
         body.is_valid(raise_exception=True)
         job = run_probe_create(
-            owner=request.user, data=body.validated_data["config"], groups=body.validated_data["groups"]
+            owner=signed_in_user(request), data=body.validated_data["config"], groups=body.validated_data["groups"]
         )
         return Response(JobQueuedOut(job).data, status=status.HTTP_202_ACCEPTED)
 
@@ -97,7 +98,7 @@ class KindFieldOut(serializers.Serializer):
         choices=["select", "number_or_attribute", "integer", "number", "attribute", "text"],
         help_text="The input to show: number_or_attribute takes a number or an attribute's name.",
     )
-    required = serializers.BooleanField()
+    required = serializers.BooleanField()  # type: ignore[assignment]  # DRF's metaclass takes declared fields off the class: no clash with Field.required
     nullable = serializers.BooleanField()
     default = ParamDefaultField(help_text="Its default; null when it has none (or it is null).")
     options = serializers.ListField(
@@ -115,7 +116,7 @@ class RecipeKindOut(serializers.Serializer):
     container = serializers.BooleanField(help_text="Whether it combines child terms (its `terms`).")
     children = KindChildrenOut(help_text="How many terms a container takes.")
     schema = serializers.DictField(help_text="Its params' JSON Schema, as pydantic writes it.")
-    fields = KindFieldOut(many=True, help_text="The same params as form fields.")
+    fields = KindFieldOut(many=True, help_text="The same params as form fields.")  # type: ignore[assignment]  # DRF's metaclass takes declared fields off the class: no clash with Serializer.fields
 
 
 class ComposerEnvironmentOut(serializers.Serializer):
@@ -159,7 +160,7 @@ class DraftErrorOut(serializers.Serializer):
 
 class DraftCheckOut(serializers.Serializer):
     ok = serializers.BooleanField()
-    errors = DraftErrorOut(many=True)
+    errors = DraftErrorOut(many=True)  # type: ignore[assignment]  # DRF's metaclass takes declared fields off the class: no clash with Serializer.errors
 
 
 class RecipeValidateApi(APIView):
@@ -188,10 +189,10 @@ class RecipePreviewApi(APIView):
     @extend_schema(request=PreviewIn, responses={200: dict, 202: dict})
     def post(self, request: Request) -> Response:
         if preview_wants_play(request.data):
-            job = draft_play_create(user=request.user, data=request.data)
+            job = draft_play_create(user=signed_in_user(request), data=request.data)
             return Response({"job": {"id": job.pk, "status": job.status}}, status=status.HTTP_202_ACCEPTED)
         try:
-            return Response(draft_preview(user=request.user, data=request.data))
+            return Response(draft_preview(user=signed_in_user(request), data=request.data))
         except Rollout.DoesNotExist:
             raise Http404("no such rollout in your runs") from None
 
@@ -206,8 +207,9 @@ class RunRescoreApi(WriteThrottled, APIView):
 
     @extend_schema(request=RescoreIn, responses={202: dict})
     def post(self, request: Request, pk: int) -> Response:
-        run = get_object_or_404(Run.objects.filter(owner=request.user), pk=pk)
-        job = run_rescore_create(owner=request.user, run=run, data=request.data)
+        user = signed_in_user(request)
+        run = get_object_or_404(Run.objects.filter(owner=user), pk=pk)
+        job = run_rescore_create(owner=user, run=run, data=request.data)
         return Response({"id": job.pk, "status": job.status}, status=status.HTTP_202_ACCEPTED)
 
 
@@ -222,7 +224,7 @@ class RecipeLearnabilityApi(WriteThrottled, APIView):
     @extend_schema(request=dict, responses={202: dict})
     def post(self, request: Request, pk: int) -> Response:
         recipe = get_object_or_404(recipes_visible_to(user=request.user), pk=pk)
-        job = recipe_learnability_create(owner=request.user, recipe=recipe, data=request.data)
+        job = recipe_learnability_create(owner=signed_in_user(request), recipe=recipe, data=request.data)
         return Response({"id": job.pk, "status": job.status}, status=status.HTTP_202_ACCEPTED)
 
 
@@ -235,7 +237,7 @@ class _HubPushApi(WriteThrottled, APIView):
         "private": serializers.BooleanField(required=False, default=True),
     }), responses={202: JobQueuedOut})
     def post(self, request: Request, pk: int) -> Response:
-        job = hub_push_create(user=request.user, what=self.what, target_id=pk, data=request.data)
+        job = hub_push_create(user=signed_in_user(request), what=self.what, target_id=pk, data=request.data)
         return Response({"id": job.pk, "status": job.status}, status=status.HTTP_202_ACCEPTED)
 
 

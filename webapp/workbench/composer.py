@@ -11,9 +11,9 @@ and the scores from webapp.rewards.scoring: the page adds no rule of its own.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, User
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from envs.adapters.attributes import ATTRIBUTES, COMMON
@@ -32,7 +32,7 @@ from webapp.workbench.dry_run import EnvName, job_env_name
 DRAFT_NAME = "draft"
 PREVIEW_KIND = "preview"
 NO_FACTS = "stored before episodes were kept; re-run"
-_ATTRIBUTE_PATTERN = next(m.pattern for m in AttributeName.__metadata__ if hasattr(m, "pattern"))
+_ATTRIBUTE_PATTERN = next(m.pattern for m in get_args(AttributeName)[1:] if hasattr(m, "pattern"))
 
 
 def _field(name: str, prop: dict[str, Any], required: bool) -> dict[str, Any]:
@@ -52,7 +52,7 @@ def _field(name: str, prop: dict[str, Any], required: bool) -> dict[str, Any]:
         control = "attribute"
     else:
         control = "text"
-    numeric = next((b for b in branches if b.get("type") in ("number", "integer")), {})
+    numeric: dict[str, Any] = next((b for b in branches if b.get("type") in ("number", "integer")), {})
     return {
         "name": name,
         "control": control,
@@ -90,7 +90,7 @@ def kinds_catalog() -> list[dict[str, Any]]:
     return out
 
 
-def environment_attributes(*, user: AbstractBaseUser | Any) -> dict[str, Any]:
+def environment_attributes(*, user: User | AnonymousUser) -> dict[str, Any]:
     """The attributes per bundled environment kind, and the user's environments with the
     kind their registration recorded (others offer the attributes every adapter reports)."""
     from envs.registry import recorded_adapter
@@ -109,7 +109,7 @@ def environment_attributes(*, user: AbstractBaseUser | Any) -> dict[str, Any]:
     }
 
 
-def composer_catalog(*, user: AbstractBaseUser | Any) -> dict[str, Any]:
+def composer_catalog(*, user: User | AnonymousUser) -> dict[str, Any]:
     return {"kinds": kinds_catalog(), **environment_attributes(user=user)}
 
 
@@ -192,7 +192,6 @@ def _tree(
     for term in terms:
         value = _finite(values.get(term.name))
         here = applies and (not term.environments or env in term.environments)
-        weighted = combine == "weighted_sum" and value is not None
         nodes.append(
             {
                 "name": term.name,
@@ -203,7 +202,9 @@ def _tree(
                 "value": value,
                 # What this node adds to its parent: weight x value in a weighted sum (the
                 # top level is one); a gate or sequential passes a child's score through.
-                "contribution": _finite(term.weight * value) if weighted else None,
+                "contribution": (
+                    _finite(term.weight * value) if combine == "weighted_sum" and value is not None else None
+                ),
                 "params": term.params,
                 "children": _tree(term.terms or [], values, env, here, term.kind),
             }
@@ -247,7 +248,7 @@ def preview_wants_play(data: Any) -> bool:
     return isinstance(data, dict) and "play" in data
 
 
-def draft_preview(*, user: AbstractBaseUser | Any, data: Any) -> dict[str, Any]:
+def draft_preview(*, user: User, data: Any) -> dict[str, Any]:
     """Score one stored training rollout of `user`'s with a draft's terms, from the episode
     facts the run stored: the total, each term's value and the tree it came out of. Raises
     RecipeRejected (a 400 naming the field), or Rollout.DoesNotExist (a 404)."""
@@ -281,7 +282,7 @@ def draft_preview(*, user: AbstractBaseUser | Any, data: Any) -> dict[str, Any]:
     }
 
 
-def draft_play_create(*, user: AbstractBaseUser | Any, data: Any) -> Any:
+def draft_play_create(*, user: User, data: Any) -> Any:
     """Validate `{terms, play: {environment, policy, seed?, prompt?, name?}}` and queue a
     "preview" job that plays ONE episode with the reference policy on the live environment
     and scores it with the draft (worker/play/preview.py); its result is `{total, values, tree,

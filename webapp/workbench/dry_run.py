@@ -9,9 +9,9 @@ webapp.evaluations.services.evaluation_check): the same errors for the same mist
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from webapp.core.textcheck import nul_errors
@@ -129,7 +129,7 @@ def recipe_job_params(
     }
 
 
-def recipe_dry_run_create(*, owner: AbstractBaseUser, recipe: RewardRecipe, data: Any) -> Job:
+def recipe_dry_run_create(*, owner: User, recipe: RewardRecipe, data: Any) -> Job:
     """Validate and queue a dry run of `recipe` (a version of it); a refused request writes nothing."""
     request, extras = _parse(data)
     version = recipe_version_or_refuse(recipe, extras.version)
@@ -169,7 +169,12 @@ def _stats(values: list[float]) -> dict[str, Any]:
     }
 
 
-def histogram(values: list[float], bins: int = HISTOGRAM_BINS) -> dict[str, list[float]]:
+class Histogram(TypedDict):
+    edges: list[float]  # bins + 1 of them
+    counts: list[int]
+
+
+def histogram(values: list[float], bins: int = HISTOGRAM_BINS) -> Histogram:
     """Equal-width bins over [min, max] (one bin when every value is the same)."""
     low, high = min(values), max(values)
     if high - low < ZERO_STD:
@@ -192,7 +197,7 @@ def dry_run_report(
     as 0, as TRL's nansum of no reward gives 0. `floor`/`ceiling`: the recipe's range on the
     environment, where it is known (webapp/workbench/learnability.py recipe_bounds)."""
     per_term = {
-        name: {**_stats([s[name] for g in groups for s in g if s.get(name) is not None]),
+        name: {**_stats([v for g in groups for s in g if (v := s.get(name)) is not None]),
                "none": sum(1 for g in groups for s in g if s.get(name) is None)}
         for name in term_names
     }

@@ -11,14 +11,16 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from webapp.accounts.secrets import user_secret_status
 from webapp.core.errors import InvalidInput
+from webapp.evaluations.models import Evaluation
 from webapp.evaluations.selectors import evaluations_visible_to
 from webapp.jobs.models import Job
 from webapp.jobs.services import job_create
+from webapp.runs.models import Run
 from webapp.runs.selectors import runs_visible_to
 
 HUB_PUSH_KIND = "hub_push"
@@ -54,12 +56,13 @@ def _request(data: Any) -> HubPushIn:
 
 
 def hub_push_create(
-    *, user: AbstractBaseUser, what: Literal["run", "evaluation"], target_id: int, data: Any
+    *, user: User, what: Literal["run", "evaluation"], target_id: int, data: Any
 ) -> Job:
     """Queue the upload of run `target_id`'s rollouts or evaluation `target_id`'s episodes (one
     the user can see). Refused, writing nothing: a bad repository id, no stored `hf_token`, an
     unknown target (the same 400 for one that exists but is not the user's)."""
     request = _request(data)
+    target: Run | Evaluation | None
     if what == "run":
         target = runs_visible_to(user=user).filter(pk=target_id).first()
     else:
@@ -68,6 +71,6 @@ def hub_push_create(
         raise PushRejected({what: [f"no {what} with id {target_id}"]})
     if not user_secret_status(user=user, name="hf_token").is_set:
         raise PushRejected({"hf_token": ["store your Hugging Face token (account page) first: the upload uses it"]})
-    name = target.name if what == "run" else f"evaluation {target.pk} on {target.environment_name}"
+    name = target.name if isinstance(target, Run) else f"evaluation {target.pk} on {target.environment_name}"
     params = {"what": what, "id": target.pk, "name": name, "repo_id": request.repo_id, "private": request.private}
     return job_create(owner=user, kind=HUB_PUSH_KIND, params=params, total=PUSH_STEPS)

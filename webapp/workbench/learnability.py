@@ -31,7 +31,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envs.registry import SpecTable
@@ -42,7 +42,7 @@ from webapp.jobs.services import job_create
 from webapp.rewards.selectors import recipes_visible_to
 from webapp.rewards.terms import RewardTerm, walk_terms
 from webapp.runs.config import RunConfigError
-from webapp.workbench.dry_run import EnvName, recipe_job_params, recipe_version_or_refuse
+from webapp.workbench.dry_run import EnvName, Histogram, recipe_job_params, recipe_version_or_refuse
 
 KIND = "learnability"
 DEFAULT_EPISODES = 16
@@ -115,7 +115,7 @@ def _parse(data: Any) -> tuple[Any, LearnabilityExtras]:
     return request, extras
 
 
-def recipe_learnability_create(*, owner: AbstractBaseUser, recipe: Any, data: Any) -> Any:
+def recipe_learnability_create(*, owner: User, recipe: Any, data: Any) -> Any:
     """Validate and queue a learnability job for `recipe` (a version of it) on an environment."""
 
     request, extras = _parse(data)
@@ -239,7 +239,7 @@ def _std(values: list[float]) -> float:
     return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) if values else 0.0
 
 
-def _histogram(values: list[float], low: float, high: float, bins: int = HISTOGRAM_BINS) -> dict[str, list[float]]:
+def _histogram(values: list[float], low: float, high: float, bins: int = HISTOGRAM_BINS) -> Histogram:
     """Counts over equal bins of [low, high], the same edges for both policies."""
     if high - low < ZERO:
         return {"edges": [low, high], "counts": [len(values)]}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 
 from webapp.core.textcheck import nul_errors
 from webapp.evaluations.config import DEFAULT_PROMPTS, parse_evaluation_request
@@ -26,7 +26,7 @@ from webapp.workbench.dry_run import KIND, MAX_GROUP_SIZE, MAX_GROUPS, job_env_n
 DEFAULT_GROUPS = 8
 
 
-def run_probe_create(*, owner: AbstractBaseUser, data: Any, groups: int = DEFAULT_GROUPS) -> Job:
+def run_probe_create(*, owner: User, data: Any, groups: int = DEFAULT_GROUPS) -> Job:
     """Queue a probe of the run config `data`; a refused config writes nothing (RunConfigError
     naming the config's fields, as a launch would)."""
     if not isinstance(data, dict):

@@ -211,7 +211,7 @@ class Rescorer:
         by_key: dict[tuple[int, str], list[_Row]] = defaultdict(list)
         for row in self.rows:
             by_key[(row.step, row.prompt_key)].append(row)
-        groups = []
+        groups: list[list[_Row]] = []
         size = self.num_generations
         for key in sorted(by_key):
             rows = sorted(by_key[key], key=lambda r: r.seq)

@@ -13,6 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
+from webapp.core.users import signed_in_user
 from webapp.rewards.models import RewardRecipe
 from webapp.rewards.selectors import recipe_version, recipe_versions, recipes_visible_to
 from webapp.runs.models import Run
@@ -40,10 +41,11 @@ def _composer(
             "latest_version": recipe.latest_version,
             "terms": version.terms,
         }
-    runs = Run.objects.filter(owner=request.user).order_by("-id").values("id", "name")[:PREVIEW_RUNS]
-    data = {
+    user = signed_in_user(request)
+    runs = Run.objects.filter(owner=user).order_by("-id").values("id", "name")[:PREVIEW_RUNS]
+    data: dict[str, Any] = {
         "recipe": shown,
-        "catalog": composer_catalog(user=request.user),
+        "catalog": composer_catalog(user=user),
         "runs": list(runs),
         "urls": {
             "validate": reverse("api-reward-recipe-validate"),

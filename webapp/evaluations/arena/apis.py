@@ -80,7 +80,7 @@ class PlotlyTraceOut(serializers.Serializer):
 
 
 class PlotlyFigureOut(serializers.Serializer):
-    data = PlotlyTraceOut(many=True)
+    data = PlotlyTraceOut(many=True)  # type: ignore[assignment]  # DRF's metaclass takes declared fields off the class: no clash with Serializer.data
     layout = serializers.DictField(help_text="Plotly's layout (axis titles, margins, legend, height).")
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.urls import reverse
 
 from webapp.evaluations.arena.replay import evaluation_replay
@@ -64,7 +64,7 @@ class SideBySide:
 
 def parse_refs(
     *,
-    user: AbstractBaseUser | Any,
+    user: User | AnonymousUser,
     episodes: list[str],
     evaluation: str | None,
     index: str | None,
@@ -119,7 +119,7 @@ def _known_seed(evaluation: Evaluation, index: int) -> int | None:
     return int(seeds[index]) if index < len(seeds) else None
 
 
-def side_by_side(*, user: AbstractBaseUser | Any, refs: list[ColumnRef]) -> SideBySide:
+def side_by_side(*, user: User | AnonymousUser, refs: list[ColumnRef]) -> SideBySide:
     """The columns' replays (as the replay page embeds them) and a summary each; raises
     SideBySideNotFound for what the user cannot see, SideBySideError for columns that are
     not the same episode (another environment or another seed)."""
@@ -220,7 +220,7 @@ def side_by_side_url(refs: list[ColumnRef]) -> str:
 # --- the arena form -------------------------------------------------------------------
 
 
-def arena_model_choices(*, user: AbstractBaseUser | Any) -> list[tuple[str, str]]:
+def arena_model_choices(*, user: User | AnonymousUser) -> list[tuple[str, str]]:
     """What the form offers: (the model line the form posts, how it is shown). Checkpoints of
     the user's runs (`run:<id>@<step>`), the demo models built here, and the reference policies."""
     choices: list[tuple[str, str]] = [("solver", "solver (reference policy)"), ("random", "random (reference policy)")]
@@ -252,7 +252,7 @@ def _decoding(request: Any) -> dict[str, Any]:
 
 
 def _stored_episode(
-    *, user: AbstractBaseUser, environment_id: int, prompt: str, label: str, seed: int,
+    *, user: User, environment_id: int, prompt: str, label: str, seed: int,
     decoding: dict[str, Any],
 ) -> tuple[int, int, int] | None:
     """The newest stored episode of `label` on `seed` under the same prompt and generation
@@ -281,7 +281,7 @@ def _stored_episode(
     return None
 
 
-def arena_prepare(*, user: AbstractBaseUser, data: dict[str, Any]) -> tuple[list[ColumnRef], Evaluation | None]:
+def arena_prepare(*, user: User, data: dict[str, Any]) -> tuple[list[ColumnRef], Evaluation | None]:
     """Validate an arena request ({environment, models (2-4), seed: the episode seed, and the
     evaluation's generation settings}), find each model's stored episode on that seed and queue
     one evaluation (greedy, that seed only) of the models that have none. Returns the columns

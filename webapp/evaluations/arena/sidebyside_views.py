@@ -13,6 +13,7 @@ from django.views.decorators.http import require_http_methods
 
 from webapp.catalog.selectors import environments_visible_to
 from webapp.core.throttles import throttle_posts
+from webapp.core.users import signed_in_user
 from webapp.evaluations.arena.replay import FALLBACK_RENDERER, TurnError, parse_turn, renderer_for
 from webapp.evaluations.arena.sidebyside import (
     MAX_COLUMNS,
@@ -69,7 +70,7 @@ def arena(request: HttpRequest) -> HttpResponse:
         if posted["prompt"].strip():
             data["prompt"] = posted["prompt"]
         try:
-            refs, _evaluation = arena_prepare(user=request.user, data=data)
+            refs, _evaluation = arena_prepare(user=signed_in_user(request), data=data)
         except RunConfigError as exc:
             errors = errors_as_lines(exc)
         else:

@@ -1,3 +1,6 @@
+from collections.abc import Callable
+from typing import Any
+
 from django.db import migrations, models
 
 # The rollout search's `q` on PostgreSQL: full-text over the transcript's strings, through a
@@ -12,8 +15,8 @@ CREATE = (
 DROP = f"DROP INDEX IF EXISTS {INDEX}"
 
 
-def _on_postgres(sql: str):  # type: ignore[no-untyped-def]
-    def run(apps, schema_editor):  # type: ignore[no-untyped-def]
+def _on_postgres(sql: str) -> Callable[[Any, Any], None]:
+    def run(apps: Any, schema_editor: Any) -> None:
         if schema_editor.connection.vendor == "postgresql":
             schema_editor.execute(sql)
 

@@ -21,7 +21,7 @@ import json
 import math
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 
 from webapp.accounts.models import RunChartLayout
 from webapp.runs.models import MetricPoint
@@ -146,15 +146,15 @@ def run_layout_clean(data: Any) -> dict[str, Any]:
     return {"metrics": cleaned_metrics, "settings": cleaned_settings}
 
 
-def run_layout_for(*, user: AbstractBaseUser) -> dict[str, Any]:
+def run_layout_for(*, user: User) -> dict[str, Any]:
     """The user's layout, or the empty one. Settings of charts the page no longer has are
     dropped rather than failing the page."""
     row = RunChartLayout.objects.filter(user=user).first()
     if row is None or not isinstance(row.layout, dict):
         return json.loads(json.dumps(EMPTY_LAYOUT))
     stored = dict(row.layout)
-    metrics = stored.get("metrics") if isinstance(stored.get("metrics"), list) else []
-    settings = stored.get("settings") if isinstance(stored.get("settings"), dict) else {}
+    metrics = found if isinstance(found := stored.get("metrics"), list) else []
+    settings = found if isinstance(found := stored.get("settings"), dict) else {}
     known = set(_fixed_chart_ids()) | {
         f"{METRIC_REF}{key}" for key in metrics if isinstance(key, str)
     }
@@ -165,7 +165,7 @@ def run_layout_for(*, user: AbstractBaseUser) -> dict[str, Any]:
         return json.loads(json.dumps(EMPTY_LAYOUT))
 
 
-def run_layout_save(*, user: AbstractBaseUser, data: Any) -> dict[str, Any]:
+def run_layout_save(*, user: User, data: Any) -> dict[str, Any]:
     """Checks and stores the layout (all of it: a PUT, not a merge) and returns it cleaned."""
     layout = run_layout_clean(data)
     RunChartLayout.objects.update_or_create(user=user, defaults={"layout": layout})

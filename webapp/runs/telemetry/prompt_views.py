@@ -79,6 +79,13 @@ def run_prompt_list(request: HttpRequest, pk: int) -> HttpResponse:
         for row in found.results
     ]
     here = reverse("run-prompts", args=[run.pk])
+
+    def page_url(number: int) -> str:
+        query: dict[str, str | int] = {"order": order, "page": number}
+        return f"{here}?{urlencode(query)}"
+
+    previous_url = page_url(page - 1) if page > 1 else ""
+    next_url = page_url(page + 1) if page * PAGE_PROMPTS < found.count else ""
     return render(
         request,
         "runs/prompts.html",
@@ -91,11 +98,8 @@ def run_prompt_list(request: HttpRequest, pk: int) -> HttpResponse:
             "order": order,
             "orders": [(key, ORDER_LABELS[key]) for key in PROMPT_ORDERS],
             "page": page,
-            "previous_url": f"{here}?{urlencode({'order': order, 'page': page - 1})}" if page > 1 else "",
-            "next_url": (
-                f"{here}?{urlencode({'order': order, 'page': page + 1})}"
-                if page * PAGE_PROMPTS < found.count else ""
-            ),
+            "previous_url": previous_url,
+            "next_url": next_url,
         },
     )
 

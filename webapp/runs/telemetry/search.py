@@ -11,7 +11,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import BooleanField, F, FloatField, Func, QuerySet, TextField
 from django.db.models.expressions import RawSQL
-from django.db.models.fields.json import compile_json_path
+from django.db.models.fields.json import compile_json_path  # type: ignore[attr-defined]  # Django's own helper (json.py), missing from django-stubs
 from django.db.models.functions import Cast
 
 from webapp.runs.models import Rollout, Run

@@ -96,6 +96,8 @@ def run_tool_table(*, run: Run) -> dict[str, Any]:
         first_step = first_steps.get(name)
         first_seq, messages = None, Counter[str]()
         for step in dict.fromkeys((first_step, last_steps.get(name))):
+            if step is None:  # a tool that never failed: no step was sampled for it
+                continue
             for seq, failed in sampled.get(step, {}).get(name, []):
                 if step == first_step and first_seq is None:
                     first_seq = seq

@@ -6,7 +6,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
@@ -113,7 +113,7 @@ class Command(BaseCommand):
             return dict(zip(keys, pool.map(start, keys), strict=True))
 
     def _report_and_register(self, *, key: str, outcome: BundledServer | BundledError,
-                             user: AbstractBaseUser) -> bool:
+                             user: User) -> bool:
         if isinstance(outcome, BundledError):
             self.stderr.write(f"{key}: FAILED: {outcome}")
             return False
@@ -132,7 +132,7 @@ class Command(BaseCommand):
         self.stdout.write(f"{key}: {server.url} capacity {server.capacity} (pid {server.pid}); catalog: {entries}")
         return all(e.status == Environment.Status.HEALTHY for e in environments)
 
-    def _register_echo_url(self, *, user: AbstractBaseUser, echo_url: str, capacity: int,
+    def _register_echo_url(self, *, user: User, echo_url: str, capacity: int,
                            wait: float) -> bool:
         """The override: echo is a server run elsewhere; register it at its URL (waiting for it)."""
         # The demo user's own echo entry: names are unique per owner, and another user's `echo`
