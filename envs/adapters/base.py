@@ -391,5 +391,5 @@ class OpenEnvAdapter(ClipsToolText):
         if client is not None:
             try:
                 client.close_soon()
-            except Exception:  # noqa: S110 - best effort while being collected
+            except Exception:  # best effort while being collected
                 pass

@@ -23,14 +23,14 @@ import pytest
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-from trl.experimental.async_grpo import AsyncGRPOConfig  # noqa: E402
-from trl.experimental.async_grpo.openenv_harness import HarnessRolloutOutcome, _HarnessRolloutLoop  # noqa: E402
+from trl.experimental.async_grpo import AsyncGRPOConfig
+from trl.experimental.async_grpo.openenv_harness import HarnessRolloutOutcome, _HarnessRolloutLoop
 
-from tests.envs.servers import run_env_server  # noqa: E402
-from webapp.runs.config import GRPOSettings, RunConfigError, parse_run_config  # noqa: E402
-from webapp.runs.grpo_fields import ASYNC_REFUSED, TRL_PASSTHROUGH  # noqa: E402
-from webapp.runs.routing import queue_for, run_needs  # noqa: E402
-from worker.training.harness import (  # noqa: E402
+from tests.envs.servers import run_env_server
+from webapp.runs.config import GRPOSettings, RunConfigError, parse_run_config
+from webapp.runs.grpo_fields import ASYNC_REFUSED, TRL_PASSTHROUGH
+from webapp.runs.routing import queue_for, run_needs
+from worker.training.harness import (
     ASYNC_GRPO_FIELDS,
     ASYNC_TRL_FIELDS,
     HarnessReward,
