@@ -231,7 +231,7 @@ def test_trls_harness_loop_plays_recorded_rollouts_and_scores_them_with_the_reci
     rows = harness_dataset_rows(config(), [{"index": 0, "name": "fix-it", "dataset": "mini"}])
     assert [r["prompt"][0]["content"] for r in rows] == ["fix-it", "mini task 1", "mini task 2"]
 
-    (completion, ids, sequences, tool_calls, failures, reward), metrics = loop._run_session(rows[0]["prompt"], 0)
+    (_completion, ids, sequences, tool_calls, failures, reward), metrics = loop._run_session(rows[0]["prompt"], 0)
     assert (reward, tool_calls, failures) == (1.0, 2, 0)
     assert ids == [4, 5, 7, 8, 9] and len(sequences) == 1  # the second turn extends the first
     assert metrics["tool_calls_by_name"] == {"bash": 2} and metrics["correctness"] == 1.0
