@@ -21,7 +21,22 @@ from webapp.catalog.services import (
 class EnvironmentAdminForm(forms.ModelForm):
     class Meta:
         model = Environment
-        fields = "__all__"
+        # Every editable field, named: a field added to the model is not on the admin form
+        # until it is added here (the admin's readonly_fields leave the form as before).
+        fields = [
+            "name",
+            "kind",
+            "base_url",
+            "owner",
+            "shared",
+            "container_id",
+            "status",
+            "tools",
+            "capacity",
+            "metadata",
+            "last_error",
+            "checked_at",
+        ]
 
     def clean_name(self) -> str:
         # The bundled servers' names stay theirs here too (webapp.catalog.names): no entry is
