@@ -78,8 +78,8 @@ def _secret_out(status_: object) -> dict[str, object]:
 class TokenCreateApi(APIView):
     """Sign in with a username and password for a token. Locked out after repeated failures."""
 
-    authentication_classes: list[type] = []
-    permission_classes = [AllowAny]
+    authentication_classes = ()
+    permission_classes = (AllowAny,)
     throttle_scope = "login"
 
     @extend_schema(request=TokenIn, responses={200: TokenOut})

@@ -9,7 +9,7 @@ from webapp.rewards.models import RewardRecipe, RewardRecipeVersion
 class RewardRecipeVersionInline(admin.TabularInline):
     model = RewardRecipeVersion
     extra = 0
-    fields = ["number", "created_at", "terms"]
+    fields = ("number", "created_at", "terms")
     readonly_fields = fields
     can_delete = False
 
@@ -19,11 +19,11 @@ class RewardRecipeVersionInline(admin.TabularInline):
 
 @admin.register(RewardRecipe)
 class RewardRecipeAdmin(admin.ModelAdmin):
-    list_display = ["id", "name", "owner", "latest_version", "updated_at"]
-    list_display_links = ["id", "name"]
-    search_fields = ["name", "owner__username"]
-    readonly_fields = ["owner", "latest_version", "created_at", "updated_at"]
-    inlines = [RewardRecipeVersionInline]
+    list_display = ("id", "name", "owner", "latest_version", "updated_at")
+    list_display_links = ("id", "name")
+    search_fields = ("name", "owner__username")
+    readonly_fields = ("owner", "latest_version", "created_at", "updated_at")
+    inlines = (RewardRecipeVersionInline,)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # terms are validated by webapp.rewards.services, through the API

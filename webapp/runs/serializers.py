@@ -40,13 +40,13 @@ class RunOut(serializers.ModelSerializer):
 
     class Meta:
         model = Run
-        fields = [
+        fields = (
             "id", "name", "owner", "status", "step", "max_steps", "error", "model", "config",
             "cancel_requested", "attempts", "checkpoint_step", "last_seq", "worker_name",
             "created_at", "started_at", "finished_at", "heartbeat_at", "progress", "alerts", "status_display",
             "phase", "queue", "waiting_reason", "failure", "resumable", "resumable_reason",
             "tags", "group", "notes", "external",
-        ]
+        )
 
     tags = serializers.SlugRelatedField(
         many=True, read_only=True, slug_field="slug", help_text="Its tags (slugs), sorted."
@@ -125,7 +125,7 @@ class RunRowOut(RunOut):
     )
 
     class Meta(RunOut.Meta):
-        fields = [*RunOut.Meta.fields, "summary"]
+        fields = (*RunOut.Meta.fields, "summary")
 
     @extend_schema_field(serializers.DictField(child=MetricSummaryOut()))
     def get_summary(self, run: Run) -> dict:
@@ -214,7 +214,7 @@ class RunDetailOut(RunOut):
     )
 
     class Meta(RunOut.Meta):
-        fields = [*RunOut.Meta.fields, "checkpoints"]
+        fields = (*RunOut.Meta.fields, "checkpoints")
 
     @extend_schema_field(CheckpointOut(many=True))
     def get_checkpoints(self, run: Run) -> list[dict]:
@@ -230,7 +230,7 @@ class RunLaunchOut(RunDetailOut):
     )
 
     class Meta(RunDetailOut.Meta):
-        fields = [*RunDetailOut.Meta.fields, "warnings"]
+        fields = (*RunDetailOut.Meta.fields, "warnings")
 
     def get_warnings(self, run: Run) -> list[str]:
         return list(run.events.filter(kind=LAUNCH_WARNING).order_by("pk").values_list("message", flat=True))
@@ -253,7 +253,7 @@ class RunEventOut(serializers.ModelSerializer):
 
     class Meta:
         model = RunEvent
-        fields = ["id", "kind", "message", "data", "created_at"]
+        fields = ("id", "kind", "message", "data", "created_at")
 
 
 class RunEventPageOut(serializers.Serializer):
@@ -421,10 +421,10 @@ class RolloutOut(serializers.ModelSerializer):
 
     class Meta:
         model = Rollout
-        fields = [
+        fields = (
             "seq", "step", "env", "seed", "prompt_key", "prompt", "messages", "rewards", "reward", "advantage",
             "unscored", "tools", "created_at", "replay_url",
-        ]
+        )
 
     def get_replay_url(self, rollout: Rollout) -> str:
         return rollout_replay_url(rollout)
@@ -513,7 +513,7 @@ class WorkerOut(serializers.ModelSerializer):
 
     class Meta:
         model = WorkerHeartbeat
-        fields = ["name", "capabilities", "heartbeat_at", "current_run", "queues", "seen"]
+        fields = ("name", "capabilities", "heartbeat_at", "current_run", "queues", "seen")
 
     queues = serializers.SerializerMethodField(help_text="The training queues its capabilities let it consume.")
     seen = serializers.SerializerMethodField(help_text="Heartbeat recent enough to count on it at launch.")
