@@ -96,10 +96,11 @@ class RunOut(serializers.ModelSerializer):
         return run_progress(run=run)
 
     def _alerts(self, run: Run) -> list[dict]:
-        cached = getattr(run, "_alerts_out", None)
-        if cached is None:
-            cached = run._alerts_out = run_alerts(run=run)  # type: ignore[attr-defined]
-        return cached
+        # Read once for the two fields that show them (alerts, status_display): a run's fields
+        # are made one after the other, by this serializer (or by a list's one child).
+        if getattr(self, "_alerts_of", None) is not run:
+            self._alerts_of, self._alerts_read = run, run_alerts(run=run)
+        return self._alerts_read
 
     @extend_schema_field(AlertOut(many=True))
     def get_alerts(self, run: Run) -> list[dict]:
