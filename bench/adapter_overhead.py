@@ -56,7 +56,7 @@ def _round_trips(url: str) -> dict[str, list[float]]:
         started = time.perf_counter()
         adapter.echo(message=f"m{i}")
         adapter_times.append(time.perf_counter() - started)
-    adapter._close()
+    adapter._close()  # noqa: SLF001 - public adapter methods are the model's tools
     return {"bare": bare_times, "adapter": adapter_times}
 
 
@@ -80,7 +80,7 @@ def _throughput(url: str, mode: str) -> float:
                     for j in range(3):
                         env.echo(message=f"m{j}")
                         steps[index] += 1
-                env._close()
+                env._close()  # noqa: SLF001 - public adapter methods are the model's tools
             elif mode == "bare_fresh":
                 start.wait()
                 while not stop.is_set():

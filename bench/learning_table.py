@@ -479,7 +479,7 @@ def _free_port() -> int:
 
 
 def _spawn(name: str, args: list[str], log_dir: Path) -> subprocess.Popen[bytes]:
-    log = open(log_dir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
+    log = open(log_dir / f"{name}.log", "ab")  # lives as long as the process
     return subprocess.Popen(args, cwd=settings.BASE_DIR, env=dict(os.environ), stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
 

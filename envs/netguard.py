@@ -54,14 +54,15 @@ _NEVER: tuple[tuple[IPNetwork, str], ...] = (
 _SPECIAL_RULE = "unspecified, multicast and reserved addresses are never allowed"
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 # http.client's "no timeout given" marker: the socket keeps the process default.
-_DEFAULT_TIMEOUT: Any = getattr(socket, "_GLOBAL_DEFAULT_TIMEOUT", object())
+DEFAULT_TIMEOUT: Any = getattr(socket, "_GLOBAL_DEFAULT_TIMEOUT", object())
 
 
 class OutboundRefused(ValueError):
     """A URL or address the lab must not reach; the message names the rule."""
 
 
-def _setting(name: str, default: Any) -> Any:
+def setting(name: str, default: Any) -> Any:
+    """The Django setting `name`, or `default` where it is unset or there are no settings."""
     try:
         return getattr(settings, name, default)
     except ImproperlyConfigured:  # no Django settings (a script): the strict default
@@ -69,12 +70,12 @@ def _setting(name: str, default: Any) -> Any:
 
 
 def max_response_bytes() -> int:
-    return int(_setting("ENVLAB_MAX_RESPONSE_BYTES", DEFAULT_MAX_RESPONSE_BYTES))
+    return int(setting("ENVLAB_MAX_RESPONSE_BYTES", DEFAULT_MAX_RESPONSE_BYTES))
 
 
 def allowed_networks() -> list[IPNetwork]:
     networks = []
-    for entry in _setting("ENVLAB_ALLOWED_ENV_NETWORKS", []):
+    for entry in setting("ENVLAB_ALLOWED_ENV_NETWORKS", []):
         try:
             networks.append(ipaddress.ip_network(str(entry).strip(), strict=False))
         except ValueError:
@@ -213,7 +214,7 @@ def check_outbound_url(url: str, *, name: str = "the URL", timeout: float | None
 
 def create_connection(
     address: tuple[str, int],
-    timeout: Any = _DEFAULT_TIMEOUT,
+    timeout: Any = DEFAULT_TIMEOUT,
     source_address: tuple[str, int] | None = None,
     *,
     on_socket: SocketHook | None = None,
@@ -225,7 +226,7 @@ def create_connection(
     for family, kind, proto, _, sockaddr in resolve(host, port, _seconds(timeout)):
         sock = socket.socket(family, kind, proto)
         try:
-            if timeout is not _DEFAULT_TIMEOUT:
+            if timeout is not DEFAULT_TIMEOUT:
                 sock.settimeout(timeout)
             if source_address:
                 sock.bind(source_address)

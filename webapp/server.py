@@ -93,7 +93,7 @@ def manage_command(*args: str) -> list[str]:
 
 def _start(name: str, args: list[str], env: dict[str, str], log_dir: Path) -> subprocess.Popen[bytes]:
     log_dir.mkdir(parents=True, exist_ok=True)
-    log = open(log_dir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
+    log = open(log_dir / f"{name}.log", "ab")  # lives as long as the process
     print(f"  starting {name}: logs in {log_dir / f'{name}.log'}", flush=True)
     return subprocess.Popen(args, cwd=_code_root(), env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)

@@ -115,7 +115,7 @@ def _beat_forever(name: str) -> None:
                 defaults={"capabilities": caps, "heartbeat_at": timezone.now(),
                           "current_run_id": CURRENT_RUN["id"]},
             )
-        except Exception:  # noqa: S110 - the database may be briefly away; try again next beat
+        except Exception:  # the database may be briefly away; try again next beat
             pass
         time.sleep(5.0)
 

@@ -83,8 +83,8 @@ def _bundled_on_server(base_url: str) -> tuple[AdapterSpec | None, dict[str, Any
 
     schema = generic.fetch_schema(base_url)
     try:
-        marker = generic._request_json(
-            f"{generic._http_base(base_url)}{MARKER_PATH}", timeout=generic.DEFAULT_TIMEOUT_S
+        marker = generic.request_json(
+            f"{generic.http_base(base_url)}{MARKER_PATH}", timeout=generic.DEFAULT_TIMEOUT_S
         )
     except ValueError:  # no marker (HTTP 404 and the like): not one of the bundled servers
         marker = None

@@ -62,7 +62,7 @@ def _episode_adapter(adapter: Any) -> Any:
     environment and reads through to the current one."""
     if hasattr(type(adapter), "members") and hasattr(adapter, "_current"):
         try:
-            return adapter._current()
+            return adapter._current()  # noqa: SLF001 - public adapter methods are the model's tools
         except RuntimeError:  # no episode yet
             return adapter
     return adapter

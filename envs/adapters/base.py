@@ -174,7 +174,7 @@ def _cap_messages(client: Any) -> Any:
     pinned_ws.install()  # and connects only to an address the outbound rules allow
     target = getattr(client, "async_client", client)
     if hasattr(target, "_max_message_size"):
-        target._max_message_size = _limit("ENVLAB_MAX_RESPONSE_BYTES", DEFAULT_MAX_MESSAGE_BYTES)
+        target._max_message_size = _limit("ENVLAB_MAX_RESPONSE_BYTES", DEFAULT_MAX_MESSAGE_BYTES)  # noqa: SLF001 - openenv's client has no public size setting
     return client
 
 
@@ -391,5 +391,5 @@ class OpenEnvAdapter(ClipsToolText):
         if client is not None:
             try:
                 client.close_soon()
-            except Exception:  # noqa: S110 - best effort while being collected
+            except Exception:  # best effort while being collected
                 pass

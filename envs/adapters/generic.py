@@ -92,8 +92,8 @@ def fetch_schema(base_url: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> dict[s
         ConnectionError: the server cannot be reached (or timed out).
         ValueError: the URL is not http(s), or the answer is not an OpenEnv schema.
     """
-    url = f"{_http_base(base_url)}/schema"
-    answer = _request_json(url, timeout=timeout)
+    url = f"{http_base(base_url)}/schema"
+    answer = request_json(url, timeout=timeout)
     if not isinstance(answer, dict) or not isinstance(answer.get("action"), dict):
         raise ValueError(
             f"GET {url} is not an OpenEnv schema: expected an object with an 'action' JSON "
@@ -112,9 +112,9 @@ def list_mcp_tools(base_url: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> list
         ValueError: the server refuses ``tools/list`` (a classic environment answers
             "Environment does not support MCP") or answers something else.
     """
-    url = f"{_http_base(base_url)}/mcp"
+    url = f"{http_base(base_url)}/mcp"
     request = {"jsonrpc": "2.0", "method": "tools/list", "params": {}, "id": 1}
-    answer = _request_json(url, body=request, timeout=timeout)
+    answer = request_json(url, body=request, timeout=timeout)
     if not isinstance(answer, dict) or answer.get("jsonrpc") != "2.0":
         raise ValueError(f"POST {url} did not answer JSON-RPC 2.0; is this an OpenEnv server?")
     if answer.get("error") is not None:
@@ -216,10 +216,11 @@ def classic_adapter_class(
         "The observation as text, with the reward and whether the episode is done.",
     )
 
-    def call(adapter: _GenericAdapter, arguments: dict[str, Any]) -> str:
+    # The tool method's body (typed_tools.make_tool): self is the adapter it is called on.
+    def call(self: _GenericAdapter, arguments: dict[str, Any]) -> str:
         payload = {**fixed, **{wire_names[name]: value for name, value in arguments.items()}}
-        result = adapter._step(payload)
-        adapter._check_episode(result)
+        result = self._step(payload)
+        self._check_episode(result)
         lines = _render_fields(result.observation.fields)
         if result.reward is not None:
             lines.append(f"reward: {result.reward}")
@@ -290,7 +291,7 @@ def adapter_class_for_server(
             base_url=base_url, env_name=env_name, tools=tools, reset_keys=reset_keys
         )
     try:
-        metadata = _request_json(f"{_http_base(base_url)}/metadata", timeout=timeout)
+        metadata = request_json(f"{http_base(base_url)}/metadata", timeout=timeout)
     except (ValueError, ConnectionError):
         metadata = {}  # the description is a nicety; /schema already answered
     description = metadata.get("description") if isinstance(metadata, dict) else None
@@ -483,7 +484,7 @@ def _adapter_type(
         "__module__": __name__,
         "__qualname__": class_name,
         "__doc__": f"TRL adapter generated for the OpenEnv environment {env_name!r} at {base_url}.",
-        "base_url": _http_base(base_url),
+        "base_url": http_base(base_url),
         "env_name": env_name,
         "_reset_keys": None if reset_keys is None else tuple(reset_keys),
         **methods,
@@ -495,17 +496,18 @@ def _adapter_type(
 def _mcp_call(
     tool_name: str, wire_names: Mapping[str, str]
 ) -> Callable[[Any, dict[str, Any]], str]:
-    def call(adapter: _GenericAdapter, arguments: dict[str, Any]) -> str:
+    # The tool method's body (typed_tools.make_tool): self is the adapter it is called on.
+    def call(self: _GenericAdapter, arguments: dict[str, Any]) -> str:
         action = {
             "type": "call_tool",
             "tool_name": tool_name,
             "arguments": {wire_names[name]: value for name, value in arguments.items()},
         }
-        result = adapter._step(action)
-        adapter._check_episode(result)
+        result = self._step(action)
+        self._check_episode(result)
         text, failed = _tool_result_text(result.observation.fields)
         if failed:
-            adapter.tool_failures += 1
+            self.tool_failures += 1
             raise toolstats.tag(
                 RuntimeError(text or f"{tool_name} failed"), _tool_error_class(result.observation.fields)
             )
@@ -634,7 +636,7 @@ def _camel(text: str) -> str:
 # --- HTTP -----------------------------------------------------------------------------------
 
 
-def _http_base(base_url: str) -> str:
+def http_base(base_url: str) -> str:
     parts = urllib.parse.urlsplit(str(base_url).strip())
     scheme = {"ws": "http", "wss": "https"}.get(parts.scheme, parts.scheme)
     if scheme not in ("http", "https") or not parts.netloc:
@@ -644,7 +646,7 @@ def _http_base(base_url: str) -> str:
     return urllib.parse.urlunsplit((scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
 
 
-def _request_json(url: str, *, body: Any = None, timeout: float) -> Any:
+def request_json(url: str, *, body: Any = None, timeout: float) -> Any:
     """One JSON request through the lab's outbound guard: checked addresses, no proxy, no
     redirect followed (a 3xx is an error), no body read past ENVLAB_MAX_RESPONSE_BYTES."""
     method = "GET" if body is None else "POST"

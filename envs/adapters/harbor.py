@@ -82,7 +82,7 @@ class HarborSession(ResourceSession):
                 # Its own httpx client (the Task API) would resolve the name again and honour
                 # proxies, past the outbound rules (security review N1). The lab reads the Task
                 # API through its own checked probe and needs only the pinned WebSocket here.
-                self._client._http.close()
+                self._client._http.close()  # noqa: SLF001 - HarborEnv's Task API client has no public close
                 return self._client.run_rollout(
                     split=factory.dataset,
                     task_index=self.index,

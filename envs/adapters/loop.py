@@ -58,30 +58,32 @@ class LoopClient:
     """The synchronous calls the adapters make, on an openenv async `EnvClient`.
 
     Accepts the async client or its `.sync()` wrapper (whose own loop is then never started).
+    It runs the client's own coroutines (`_reset_async`, ...) on the lab's shared loop: the
+    public calls pick a loop themselves and lock the client to sync or async use.
     """
 
     def __init__(self, client: Any) -> None:
         self._async = getattr(client, "async_client", client)
 
     def connect(self) -> LoopClient:
-        run(self._async._connect_async())
+        run(self._async._connect_async())  # noqa: SLF001 - openenv's coroutine (see the class docstring)
         return self
 
     def reset(self, **kwargs: Any) -> Any:
-        return run(self._async._reset_async(**kwargs))
+        return run(self._async._reset_async(**kwargs))  # noqa: SLF001 - openenv's coroutine (see the class docstring)
 
     def step(self, action: Any, **kwargs: Any) -> Any:
-        return run(self._async._step_async(action, **kwargs))
+        return run(self._async._step_async(action, **kwargs))  # noqa: SLF001 - openenv's coroutine (see the class docstring)
 
     def state(self, timeout: float = CALL_TIMEOUT) -> Any:
-        return run(self._async._state_async(), timeout)
+        return run(self._async._state_async(), timeout)  # noqa: SLF001 - openenv's coroutine (see the class docstring)
 
     def close(self) -> None:
-        run(self._async._close_async(), CLOSE_TIMEOUT)
+        run(self._async._close_async(), CLOSE_TIMEOUT)  # noqa: SLF001 - openenv's coroutine (see the class docstring)
 
     def close_soon(self) -> None:
         """Close without waiting (from `__del__`); nothing at interpreter exit, where
         starting a loop thread would hang the process."""
         if sys.is_finalizing() or _loop is None or _loop_pid != os.getpid() or not _loop.is_running():
             return
-        asyncio.run_coroutine_threadsafe(self._async._close_async(), _loop)
+        asyncio.run_coroutine_threadsafe(self._async._close_async(), _loop)  # noqa: SLF001 - openenv's coroutine (see the class docstring)

@@ -129,11 +129,11 @@ def _guard_connections(api: Any) -> None:
     """Give the SDK's environments API (its env-server and API sessions) the guarded connector."""
 
     def get_connector() -> Any:
-        if api._connector is None or api._connector.closed:
-            api._connector = _guarded_connector()
-        return api._connector
+        if api._connector is None or api._connector.closed:  # noqa: SLF001 - openreward has no public connector hook
+            api._connector = _guarded_connector()  # noqa: SLF001 - openreward has no public connector hook
+        return api._connector  # noqa: SLF001 - openreward has no public connector hook
 
-    api._get_connector = get_connector
+    api._get_connector = get_connector  # noqa: SLF001 - openreward has no public connector hook
 
 
 @dataclass(frozen=True)
@@ -357,8 +357,9 @@ def _tool_method(spec: Any) -> Callable[..., str]:
     summary = one_line(_DOC_SECTION.split(spec.description or "")[0].strip() or f"Call the {name} tool.")
     doc = docstring(summary, arg_docs, "The tool's result as text.")
 
-    def call(adapter: OrsAdapter, arguments: dict[str, Any]) -> str:
-        return adapter._call_tool(name, arguments)
+    # The tool method's body (typed_tools.make_tool): self is the adapter it is called on.
+    def call(self: OrsAdapter, arguments: dict[str, Any]) -> str:
+        return self._call_tool(name, arguments)
 
     return make_tool(name, name, doc, parameters, call)
 

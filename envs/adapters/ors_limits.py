@@ -116,8 +116,8 @@ def cap_session(session: Any) -> Any:
     `_response_class`, read at every request), and no proxy from the environment unless the
     operator allows them (ENVLAB_TRUST_ENV_PROXIES): through a proxy the outbound rules would
     check the proxy, not the server (security review K3)."""
-    session._response_class = capped_response_class()
-    session._trust_env = bool(netguard._setting("ENVLAB_TRUST_ENV_PROXIES", False))
+    session._response_class = capped_response_class()  # noqa: SLF001 - aiohttp has no public setter on a made session
+    session._trust_env = bool(netguard.setting("ENVLAB_TRUST_ENV_PROXIES", False))  # noqa: SLF001 - aiohttp has no public setter on a made session
     return session
 
 
@@ -134,7 +134,7 @@ def cap_pinger(connector: Any) -> None:
     import aiohttp
     from openreward.api._session import ping
 
-    thread_class = ping._PingThread
+    thread_class = ping._PingThread  # noqa: SLF001 - openreward's pinger has no public session hook
     if getattr(thread_class, "_envlab_capped", False):
         return
 
@@ -147,5 +147,5 @@ def cap_pinger(connector: Any) -> None:
             ping.set_retry_policy(self._client, "env-server")
         return self._client
 
-    thread_class._get_client = get_client
-    thread_class._envlab_capped = True
+    thread_class._get_client = get_client  # noqa: SLF001 - openreward's pinger has no public session hook
+    thread_class._envlab_capped = True  # noqa: SLF001 - openreward's pinger has no public session hook

@@ -80,7 +80,7 @@ def _reset(self: Any, **row: Any) -> str | None:
     # An idle session elsewhere still holds one of that server's capacity slots.
     for other_name, other in self._instances.items():
         if other_name != env_name and hasattr(other, "_close"):
-            other._close()
+            other._close()  # noqa: SLF001 - public adapter methods are the model's tools
     instance = self._instances.get(env_name)
     if instance is None:
         instance = self._instances[env_name] = cls()

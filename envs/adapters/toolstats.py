@@ -62,7 +62,7 @@ def tag(exc: BaseException, error_class: str) -> BaseException:
     """Mark `exc` with its error class where the code that raises it knows it best."""
     try:
         exc.envlab_error_class = error_class  # type: ignore[attr-defined]  # a tag on any exception
-    except Exception:  # noqa: S110 - an exception type without a __dict__: classified by type
+    except Exception:  # an exception type without a __dict__: classified by type
         pass
     return exc
 

@@ -10,6 +10,7 @@ the server's 6 guesses (3.3 on average; about 25 ms of CPU per game).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -115,7 +116,7 @@ def parse_feedback(text: str) -> list[tuple[str, str]]:
     line of spaced G/Y/X marks, as in ``C R A N E`` / ``X G Y X X``."""
     lines = [line.strip() for line in text.splitlines()]
     pairs = []
-    for above, below in zip(lines, lines[1:], strict=False):
+    for above, below in itertools.pairwise(lines):
         if _LETTERS_LINE.match(above) and _MARKS_LINE.match(below):
             pairs.append((above.replace(" ", "").lower(), below.replace(" ", "")))
     return pairs

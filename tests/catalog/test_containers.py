@@ -10,7 +10,7 @@ server, which the probe reads over HTTP as it would a container's.
 from __future__ import annotations
 
 import subprocess
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from django.contrib.auth.models import User
@@ -37,7 +37,7 @@ class FakeProvider:
     "starts" a container by handing out the URL of a server that already runs, and keeps the
     id in `_container_id` as the real provider does."""
 
-    instances: list[FakeProvider] = []
+    instances: ClassVar[list[FakeProvider]] = []
     url = ""
 
     def __init__(self) -> None:

@@ -10,7 +10,7 @@ import threading
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 from envlab_client.trl import EnvlabCallback, config_of, grpo_rollouts, metrics_of
 
@@ -104,7 +104,7 @@ def test_only_the_main_process_sends():
 class _Lab(BaseHTTPRequestHandler):
     """Answers logs as the lab would one whose rollouts are over its bounds."""
 
-    bodies: list[dict[str, Any]] = []
+    bodies: ClassVar[list[dict[str, Any]]] = []
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))

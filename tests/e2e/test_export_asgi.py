@@ -28,7 +28,7 @@ def test_parquet_streams_in_chunks_over_asgi(owner, web):
     request = urllib.request.Request(
         f"{web}/api/runs/{run.pk}/rollouts/export/?format=parquet", headers={"Authorization": f"Token {token}"}
     )
-    with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - the test's own server
+    with urllib.request.urlopen(request, timeout=60) as response:  # the test's own server
         assert response.headers["Transfer-Encoding"] == "chunked"
         assert response.headers.get("Content-Length") is None
         body = response.read()

@@ -5,6 +5,7 @@ flows through the real sink, database, Redis and ASGI server."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 
@@ -55,7 +56,7 @@ def _ema(values: list[float], weight: float, *, span: int = 20) -> list[float]:
     moving average weighted by step distance (weight^(distance * 100 / span) per gap), of the
     series drawn as straight lines between its points, starting at the first value."""
     out = [values[0]]
-    for previous, value in zip(values, values[1:], strict=False):
+    for previous, value in itertools.pairwise(values):
         decay = weight ** (100 / span)
         ramp = 1 - (1 - decay) / -math.log(decay)
         out.append(decay * out[-1] + (1 - decay) * previous + ramp * (value - previous))

@@ -79,7 +79,7 @@ def test_score() -> None:
 
 def test_reset_rejects_bad_target() -> None:
     env = EchoEnvironment()
-    with pytest.raises(ValueError, match="^target must not be empty$"):
+    with pytest.raises(ValueError, match=r"^target must not be empty$"):
         env.reset(target="   ")
     assert env.reset(target="  hi ").metadata["step_count"] == 0
     assert env.state.target == "hi"

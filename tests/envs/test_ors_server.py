@@ -181,7 +181,7 @@ def test_echo_ends_after_four_calls(client: Any) -> None:
         assert [o.finished for o in outputs] == [False, False, False, True]
         assert [o.metadata["call"] for o in outputs] == [1, 2, 3, 4]
         assert all(0.0 <= o.reward < 0.5 for o in outputs)
-        with pytest.raises(Exception, match="^episode_finished: "):
+        with pytest.raises(Exception, match=r"^episode_finished: "):
             session.call_tool("echo", {"message": "again"})
 
 
@@ -201,7 +201,7 @@ def test_guessnumber_per_call_rewards(client: Any) -> None:
         ]
         assert [o.reward for o in outputs] == [0.0626, 0.097, 1.0]
         assert [o.finished for o in outputs] == [False, False, True]
-        with pytest.raises(Exception, match="^episode_finished: "):
+        with pytest.raises(Exception, match=r"^episode_finished: "):
             session.call_tool("guess", {"number": target})
 
 

@@ -196,7 +196,7 @@ def test_catch_solver_reads_the_grid_and_stops_at_the_outcome() -> None:
 
 
 def test_sudoku_solver_parses_the_drawn_board_and_solves_it() -> None:
-    puzzle, solution = generate_puzzle(7, MAX_BLANKS)
+    puzzle, _solution = generate_puzzle(7, MAX_BLANKS)
 
     assert parse_board(f"New sudoku.\n{render_grid(puzzle)}\nFilled 0/64.") == puzzle
     assert solve(puzzle) is not None

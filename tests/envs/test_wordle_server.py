@@ -122,7 +122,7 @@ def test_score_guess(guess: str, secret: str, marks: str) -> None:
 
 
 def test_score_guess_rejects_length_mismatch() -> None:
-    with pytest.raises(ValueError, match="^guess and secret differ in length"):
+    with pytest.raises(ValueError, match=r"^guess and secret differ in length"):
         score_guess("cat", "crane")
 
 
@@ -149,15 +149,15 @@ def test_secret_for_seed_is_deterministic() -> None:
 
 def test_reset_validates_arguments() -> None:
     env = WordleEnvironment()
-    with pytest.raises(ValueError, match="^seed must be an integer, got str$"):
+    with pytest.raises(ValueError, match=r"^seed must be an integer, got str$"):
         env.reset(seed="7")
-    with pytest.raises(ValueError, match="^seed must be an integer, got bool$"):
+    with pytest.raises(ValueError, match=r"^seed must be an integer, got bool$"):
         env.reset(seed=True)
-    with pytest.raises(ValueError, match="^word must be a 5-letter word from the word list$"):
+    with pytest.raises(ValueError, match=r"^word must be a 5-letter word from the word list$"):
         env.reset(word="zzzzz")
-    with pytest.raises(ValueError, match="^word must be a string, got int$"):
+    with pytest.raises(ValueError, match=r"^word must be a string, got int$"):
         env.reset(word=12345)
-    with pytest.raises(ValueError, match="^episode_id must be a string$"):
+    with pytest.raises(ValueError, match=r"^episode_id must be a string$"):
         env.reset(episode_id=3)
     assert env.reset(word=" CRANE ").metadata["step_count"] == 0
     assert env.step(WordleAction(guess="crane")).reward == 1.0

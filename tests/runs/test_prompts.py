@@ -158,7 +158,8 @@ def test_steps_parse(raw, steps):
         ("a", "steps must be whole step numbers separated by commas, like 1,5,9; got 'a'"),
         ("-1", "steps must be whole step numbers separated by commas, like 1,5,9; got '-1'"),
         ("1.5", "steps must be whole step numbers separated by commas, like 1,5,9; got '1.5'"),
-        ("١", "steps must be whole step numbers separated by commas, like 1,5,9; got '١'"),
+        # ARABIC-INDIC DIGIT ONE, a digit to str.isdigit() and int() but not a step number here.
+        ("\u0661", "steps must be whole step numbers separated by commas, like 1,5,9; got '\u0661'"),
         ("1,,2", "steps has an empty item (a comma too many); give step numbers separated by commas, like 1,5,9"),
         ("1000000001", "step 1000000001 is past the largest step number, 1000000000"),
         (",".join(str(s) for s in range(MAX_CHOSEN_STEPS + 1)), "steps names 17 steps; choose at most 16"),

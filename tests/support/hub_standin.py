@@ -46,7 +46,7 @@ def _handler(record: HubRecord, base: list[str]) -> type[BaseHTTPRequestHandler]
                 data = gzip.decompress(data)
             return data
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:  # http.server's name
             record.tokens.append(self.headers.get("Authorization", ""))
             path = self.path.split("?")[0]
             parts = path.strip("/").split("/")
@@ -84,7 +84,7 @@ def _handler(record: HubRecord, base: list[str]) -> type[BaseHTTPRequestHandler]
             record.unknown.append(f"POST {path}")
             return self._send(404, {"error": "not in the stand-in"})
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             record.unknown.append(f"GET {self.path}")
             self._send(404, {"error": "not in the stand-in"})
 

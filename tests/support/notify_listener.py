@@ -17,7 +17,7 @@ class Listener:
         posts = self.posts
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:  # http.server's name
                 length = int(self.headers.get("Content-Length") or 0)
                 posts.append((self.path, json.loads(self.rfile.read(length) or b"{}")))
                 self.send_response(200)

@@ -63,7 +63,7 @@ class Service:
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         self.name = name
         self.log_path = LOG_DIR / f"{name}.log"
-        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        self._log = open(self.log_path, "w")  # closed in stop()
         self.args = args
         self.env = env
         self.process = self._spawn()

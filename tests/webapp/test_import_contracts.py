@@ -4,6 +4,7 @@ the tree itself, and `lint-imports` must then fail naming the import."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -37,7 +38,7 @@ def broken_contracts(report: str) -> list[str]:
     """The headings of the report's broken contracts: a name underlined with dashes."""
     lines = report.split("Broken contracts", 1)[1].splitlines()[2:]
     return [
-        line for line, under in zip(lines, lines[1:], strict=False)
+        line for line, under in itertools.pairwise(lines)
         if line and under == "-" * len(line)
     ]
 

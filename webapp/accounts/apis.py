@@ -79,8 +79,8 @@ def _secret_out(status_: object) -> dict[str, object]:
 class TokenCreateApi(APIView):
     """Sign in with a username and password for a token. Locked out after repeated failures."""
 
-    authentication_classes: list[type] = []
-    permission_classes = [AllowAny]
+    authentication_classes = ()
+    permission_classes = (AllowAny,)
     throttle_scope = "login"
 
     @extend_schema(request=TokenIn, responses={200: TokenOut})
@@ -88,7 +88,7 @@ class TokenCreateApi(APIView):
         data = TokenIn(data=request.data)
         data.is_valid(raise_exception=True)
         # django-axes counts the failure and refuses a locked-out pair (it needs the request).
-        user = authenticate(request._request, **data.validated_data)
+        user = authenticate(request._request, **data.validated_data)  # noqa: SLF001 - DRF's wrapped Django request, which django-axes needs
         if user is None or not user.is_active:
             raise ValidationError({"non_field_errors": ["Unable to log in with provided credentials."]})
         refused = token_limit_error(user=user)  # knox checks its limit in its own LoginView only (review N7)

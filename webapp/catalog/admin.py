@@ -21,7 +21,22 @@ from webapp.catalog.services import (
 class EnvironmentAdminForm(forms.ModelForm):
     class Meta:
         model = Environment
-        fields = "__all__"
+        # Every editable field, named: a field added to the model is not on the admin form
+        # until it is added here (the admin's readonly_fields leave the form as before).
+        fields = (
+            "name",
+            "kind",
+            "base_url",
+            "owner",
+            "shared",
+            "container_id",
+            "status",
+            "tools",
+            "capacity",
+            "metadata",
+            "last_error",
+            "checked_at",
+        )
 
     def clean_name(self) -> str:
         # The bundled servers' names stay theirs here too (webapp.catalog.names): no entry is
@@ -36,7 +51,7 @@ class EnvironmentAdminForm(forms.ModelForm):
 @admin.register(Environment)
 class EnvironmentAdmin(admin.ModelAdmin):
     form = EnvironmentAdminForm
-    list_display = [
+    list_display = (
         "name",
         "kind",
         "status",
@@ -46,13 +61,13 @@ class EnvironmentAdmin(admin.ModelAdmin):
         "owner",
         "shared",
         "checked_at",
-    ]
-    list_filter = ["kind", "status", "shared"]
-    search_fields = ["name", "base_url"]
-    list_select_related = ["owner"]
+    )
+    list_filter = ("kind", "status", "shared")
+    search_fields = ("name", "base_url")
+    list_select_related = ("owner",)
     # The container id is what `docker run` printed: stopping it is the action's job.
-    readonly_fields = ["container_id", "checked_at", "created_at"]
-    actions = ["probe_selected", "stop_containers"]
+    readonly_fields = ("container_id", "checked_at", "created_at")
+    actions = ("probe_selected", "stop_containers")
 
     def save_model(self, request: HttpRequest, obj: Environment, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
@@ -93,7 +108,7 @@ class EnvironmentAdmin(admin.ModelAdmin):
 class BundledServerAdmin(admin.ModelAdmin):
     """Rows are written by webapp.catalog.bundled only: start and stop through the actions."""
 
-    list_display = [
+    list_display = (
         "key",
         "status",
         "desired",
@@ -103,10 +118,10 @@ class BundledServerAdmin(admin.ModelAdmin):
         "restarts",
         "started_at",
         "log_path",
-    ]
-    list_filter = ["status", "desired"]
-    search_fields = ["key"]
-    readonly_fields = [
+    )
+    list_filter = ("status", "desired")
+    search_fields = ("key",)
+    readonly_fields = (
         "key",
         "port",
         "pid",
@@ -118,8 +133,8 @@ class BundledServerAdmin(admin.ModelAdmin):
         "last_error",
         "started_at",
         "updated_at",
-    ]
-    actions = ["start_selected", "stop_selected"]
+    )
+    actions = ("start_selected", "stop_selected")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -156,14 +171,14 @@ class BundledServerAdmin(admin.ModelAdmin):
 class CatalogSnapshotAdmin(admin.ModelAdmin):
     """Rows are written by webapp.catalog.snapshot only: import through the catalog page or API."""
 
-    list_display = ["name", "owner", "publisher", "format_version", "entry_count", "uploaded_at"]
-    list_filter = ["format_version"]
-    search_fields = ["name", "publisher", "source_uri"]
-    list_select_related = ["owner"]
-    readonly_fields = [
+    list_display = ("name", "owner", "publisher", "format_version", "entry_count", "uploaded_at")
+    list_filter = ("format_version",)
+    search_fields = ("name", "publisher", "source_uri")
+    list_select_related = ("owner",)
+    readonly_fields = (
         "name", "owner", "uploaded_at", "format_version", "publisher", "source_uri",
         "source_revision", "digest", "entries",
-    ]
+    )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

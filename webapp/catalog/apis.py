@@ -149,7 +149,7 @@ def _snapshot_bytes(data: dict) -> tuple[bytes, str]:
 
 
 class CatalogSnapshotListApi(APIView):
-    parser_classes = [JSONParser, MultiPartParser, FormParser]
+    parser_classes = (JSONParser, MultiPartParser, FormParser)
 
     @extend_schema(
         operation_id="catalog_snapshots_list", parameters=PAGE_PARAMETERS,

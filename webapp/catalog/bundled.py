@@ -278,7 +278,7 @@ def _launch(server: BundledServer, spec: BundledSpec, wait: float | None) -> Bun
                 f"(MAX_CONCURRENT_ENVS={capacity})\n".encode()
             )
             log.flush()
-            process = subprocess.Popen(  # noqa: S603 - a fixed command from the registry
+            process = subprocess.Popen(  # a fixed command from the registry
                 command,
                 cwd=root,
                 env=env,

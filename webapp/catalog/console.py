@@ -368,7 +368,7 @@ class ConsoleSession:
         self.in_episode = False
         if adapter is not None and hasattr(adapter, "_close"):
             try:
-                adapter._close()
+                adapter._close()  # noqa: SLF001 - public adapter methods are the model's tools
             except Exception as exc:  # a dead server cannot be closed politely
                 log.debug(
                     "closing the console adapter of %s failed: %s", self.environment.name, exc

@@ -379,5 +379,5 @@ def probe_capacity(base_url: str, *, limit: int = 256, timeout: float | None = N
             try:
                 session.send(json.dumps({"type": "close", "data": {}}))
                 session.close()
-            except Exception:  # noqa: S110 - closing what may already be closed
+            except Exception:  # closing what may already be closed
                 pass

@@ -61,10 +61,10 @@ class EnvironmentOut(serializers.ModelSerializer):
 
     class Meta:
         model = Environment
-        fields = [
+        fields: tuple[str, ...] = (
             "id", "name", "kind", "base_url", "status", "tools", "capacity", "capacity_note", "metadata",
             "last_error", "checked_at", "created_at", "owner", "shared",
-        ]
+        )
 
     def get_capacity_note(self, environment: Environment) -> str:
         return capacity_note(environment)
@@ -79,7 +79,7 @@ class EnvironmentRegisteredOut(EnvironmentOut):
     )
 
     class Meta(EnvironmentOut.Meta):
-        fields = [*EnvironmentOut.Meta.fields, "registered"]
+        fields = (*EnvironmentOut.Meta.fields, "registered")
 
     @extend_schema_field(EnvironmentOut(many=True))
     def get_registered(self, environment: Environment) -> list[dict]:
@@ -104,10 +104,10 @@ class CatalogSnapshotOut(serializers.ModelSerializer):
 
     class Meta:
         model = CatalogSnapshot
-        fields = [
+        fields = (
             "id", "name", "owner", "uploaded_at", "format_version", "publisher", "source_uri",
             "source_revision", "digest", "entries",
-        ]
+        )
 
     def get_entries(self, snapshot: CatalogSnapshot) -> list[dict]:
         return catalog_entries(snapshot, user=self.context["request"].user)

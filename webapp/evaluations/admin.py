@@ -7,7 +7,7 @@ from webapp.evaluations.models import Evaluation
 
 @admin.register(Evaluation)
 class EvaluationAdmin(admin.ModelAdmin):
-    list_display = [
+    list_display = (
         "id",
         "environment_name",
         "owner",
@@ -17,11 +17,11 @@ class EvaluationAdmin(admin.ModelAdmin):
         "episodes",
         "seed",
         "created_at",
-    ]
-    list_filter = ["status"]
-    search_fields = ["environment_name", "owner__username"]
+    )
+    list_filter = ("status",)
+    search_fields = ("environment_name", "owner__username")
     # Transcripts are read on the evaluation's page; the admin edits nothing a worker writes.
-    readonly_fields = [
+    readonly_fields = (
         "owner",
         "environment",
         "environment_name",
@@ -45,7 +45,7 @@ class EvaluationAdmin(admin.ModelAdmin):
         "created_at",
         "started_at",
         "finished_at",
-    ]
+    )
 
     def has_add_permission(self, request: object) -> bool:
         return False

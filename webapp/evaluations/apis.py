@@ -64,7 +64,7 @@ class EvaluationOut(serializers.ModelSerializer):
 
     class Meta:
         model = Evaluation
-        fields = [
+        fields: tuple[str, ...] = (
             "id",
             "owner",
             "environment",
@@ -84,7 +84,7 @@ class EvaluationOut(serializers.ModelSerializer):
             "started_at",
             "finished_at",
             "heartbeat_at",
-        ]
+        )
 
     def get_models(self, evaluation: Evaluation) -> list[dict[str, Any]]:
         return [
@@ -109,7 +109,7 @@ class EvaluationDetailOut(EvaluationOut):
     checkpoints = serializers.SerializerMethodField()
 
     class Meta(EvaluationOut.Meta):
-        fields = [*EvaluationOut.Meta.fields, "columns", "results", "checkpoints"]
+        fields = (*EvaluationOut.Meta.fields, "columns", "results", "checkpoints")
 
     def get_columns(self, evaluation: Evaluation) -> list[str]:
         return evaluation_columns(key=evaluation.environment_key)
@@ -124,7 +124,7 @@ class EvaluationDetailOut(EvaluationOut):
 class EpisodeOut(serializers.ModelSerializer):
     class Meta:
         model = EvaluationEpisode
-        fields = [
+        fields = (
             "model_index",
             "model",
             "index",
@@ -138,7 +138,7 @@ class EpisodeOut(serializers.ModelSerializer):
             "attributes",
             "messages",
             "created_at",
-        ]
+        )
 
 
 class CheckpointsIn(serializers.Serializer):

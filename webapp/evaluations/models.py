@@ -87,3 +87,6 @@ class EvaluationEpisode(models.Model):
                 fields=["evaluation", "model_index", "index"], name="evaluation_episode_unique"
             )
         ]
+
+    def __str__(self) -> str:
+        return f"episode {self.index} of model {self.model_index} in evaluation {self.evaluation_id}"

@@ -22,11 +22,11 @@ class RewardRecipeVersionInline(admin.TabularInline):
 
 @admin.register(RewardRecipe)
 class RewardRecipeAdmin(admin.ModelAdmin):
-    list_display = ["id", "name", "owner", "latest_version", "updated_at"]
-    list_display_links = ["id", "name"]
-    search_fields = ["name", "owner__username"]
-    readonly_fields = ["owner", "latest_version", "created_at", "updated_at"]
-    inlines = [RewardRecipeVersionInline]
+    list_display = ("id", "name", "owner", "latest_version", "updated_at")
+    list_display_links = ("id", "name")
+    search_fields = ("name", "owner__username")
+    readonly_fields = ("owner", "latest_version", "created_at", "updated_at")
+    inlines = (RewardRecipeVersionInline,)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # terms are validated by webapp.rewards.services, through the API

@@ -188,7 +188,7 @@ KINDS: dict[str, TermKind] = {
             NoParams,
             "0 at the first child scoring 0, else the last child's score",
             (1, MAX_CHILDREN),
-        ),  # fmt: skip
+        ),
         TermKind(
             "weighted_sum", NoParams, "sum of weight x score over its children", (1, MAX_CHILDREN)
         ),

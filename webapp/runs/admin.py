@@ -17,7 +17,7 @@ class RunEventInline(admin.TabularInline):
     extra = 0
     fields = _EVENT_FIELDS
     readonly_fields = _EVENT_FIELDS
-    ordering = ["-created_at", "-id"]
+    ordering = ("-created_at", "-id")
     can_delete = False
     show_change_link = True
 
@@ -27,7 +27,7 @@ class RunEventInline(admin.TabularInline):
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = [
+    list_display = (
         "id",
         "name",
         "owner",
@@ -38,13 +38,13 @@ class RunAdmin(admin.ModelAdmin):
         "worker_name",
         "attempts",
         "created_at",
-    ]
-    list_display_links = ["id", "name"]
-    list_filter = ["status", "cancel_requested"]
-    search_fields = ["name", "model", "owner__username"]
-    list_select_related = ["owner"]
+    )
+    list_display_links = ("id", "name")
+    list_filter = ("status", "cancel_requested")
+    search_fields = ("name", "model", "owner__username")
+    list_select_related = ("owner",)
     date_hierarchy = "created_at"
-    readonly_fields = [
+    readonly_fields = (
         "status",
         "step",
         "last_seq",
@@ -57,10 +57,10 @@ class RunAdmin(admin.ModelAdmin):
         "created_at",
         "started_at",
         "finished_at",
-    ]
-    filter_horizontal = ["environments"]
-    inlines = [RunEventInline]
-    actions = ["cancel_selected"]
+    )
+    filter_horizontal = ("environments",)
+    inlines = (RunEventInline,)
+    actions = ("cancel_selected",)
 
     @admin.display(description="step", ordering="step")
     def progress(self, run: Run) -> str:
@@ -97,23 +97,23 @@ class RunAdmin(admin.ModelAdmin):
 
 @admin.register(MetricPoint)
 class MetricPointAdmin(admin.ModelAdmin):
-    list_display = ["run", "step", "key", "value", "seq"]
-    list_filter = ["key"]
-    search_fields = ["key", "run__name", "=run__id"]
-    list_select_related = ["run"]
-    ordering = ["-run_id", "step", "key"]
-    raw_id_fields = ["run"]
+    list_display = ("run", "step", "key", "value", "seq")
+    list_filter = ("key",)
+    search_fields = ("key", "run__name", "=run__id")
+    list_select_related = ("run",)
+    ordering = ("-run_id", "step", "key")
+    raw_id_fields = ("run",)
 
 
 @admin.register(Rollout)
 class RolloutAdmin(admin.ModelAdmin):
     """Read only: transcripts are what the model did; nobody edits them."""
 
-    list_display = ["run", "seq", "step", "env", "reward", "advantage", "created_at"]
-    list_filter = ["env"]
-    search_fields = ["run__name", "=run__id", "env"]
-    list_select_related = ["run"]
-    ordering = ["-run_id", "-seq"]
+    list_display = ("run", "seq", "step", "env", "reward", "advantage", "created_at")
+    list_filter = ("env",)
+    search_fields = ("run__name", "=run__id", "env")
+    list_select_related = ("run",)
+    ordering = ("-run_id", "-seq")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Rollout | None = None) -> list[str]:
         return [field.name for field in Rollout._meta.fields]
@@ -127,20 +127,20 @@ class RolloutAdmin(admin.ModelAdmin):
 
 @admin.register(RunEvent)
 class RunEventAdmin(admin.ModelAdmin):
-    list_display = ["created_at", "run", "kind", "message"]
-    list_filter = ["kind"]
-    search_fields = ["message", "run__name", "=run__id"]
-    list_select_related = ["run"]
-    readonly_fields = ["created_at"]
-    raw_id_fields = ["run"]
+    list_display = ("created_at", "run", "kind", "message")
+    list_filter = ("kind",)
+    search_fields = ("message", "run__name", "=run__id")
+    list_select_related = ("run",)
+    readonly_fields = ("created_at",)
+    raw_id_fields = ("run",)
 
 
 @admin.register(WorkerHeartbeat)
 class WorkerHeartbeatAdmin(admin.ModelAdmin):
-    list_display = ["name", "heartbeat_at", "current_run", "cuda_devices", "vllm"]
-    search_fields = ["name"]
-    list_select_related = ["current_run"]
-    raw_id_fields = ["current_run"]
+    list_display = ("name", "heartbeat_at", "current_run", "cuda_devices", "vllm")
+    search_fields = ("name",)
+    list_select_related = ("current_run",)
+    raw_id_fields = ("current_run",)
 
     @admin.display(description="CUDA devices")
     def cuda_devices(self, worker: WorkerHeartbeat) -> str:

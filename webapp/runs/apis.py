@@ -182,7 +182,7 @@ RUN_OWNER_ONLY = "only the run's owner may edit or delete it"
 
 
 class RunDetailApi(APIView):
-    parser_classes = [JSONParser]
+    parser_classes = (JSONParser,)
 
     @extend_schema(responses=RunDetailOut)
     def get(self, request: Request, pk: int) -> Response:
@@ -230,7 +230,7 @@ class RunResumeApi(APIView):
 class RunExternalApi(WriteThrottled, APIView):
     """A run trained outside the lab (envlab_client.trl.EnvlabCallback): running at once, no task."""
 
-    parser_classes = [JSONParser]
+    parser_classes = (JSONParser,)
     write_throttle_scope = "launch"
 
     @extend_schema(request=ExternalRunIn, responses={201: RunDetailOut})
@@ -240,7 +240,7 @@ class RunExternalApi(WriteThrottled, APIView):
 
 
 class RunLogApi(APIView):
-    parser_classes = [JSONParser]
+    parser_classes = (JSONParser,)
 
     @extend_schema(
         request=ExternalLogIn, responses=ExternalLogOut,
@@ -254,7 +254,7 @@ class RunLogApi(APIView):
 
 
 class RunFinishApi(APIView):
-    parser_classes = [JSONParser]
+    parser_classes = (JSONParser,)
 
     @extend_schema(
         request=ExternalFinishIn, responses=RunDetailOut,
@@ -316,7 +316,7 @@ class RunChartLayoutApi(APIView):
     """The signed-in user's chart layout, applied to every run page they open. PUT replaces
     it whole; from the page (session login) it needs the CSRF token."""
 
-    parser_classes = [JSONParser]
+    parser_classes = (JSONParser,)
 
     @extend_schema(responses=RunChartLayoutOut)
     def get(self, request: Request) -> Response:

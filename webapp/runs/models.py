@@ -133,6 +133,9 @@ class MetricPoint(models.Model):
             models.Index(fields=["run", "seq"]),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.key} = {self.value} at step {self.step} of run {self.run_id}"
+
 
 class MetricTier(models.Model):
     """One key's lowest and highest point over the steps [start, start + width), a block of
@@ -154,6 +157,10 @@ class MetricTier(models.Model):
             models.UniqueConstraint(fields=["run", "key", "width", "start"], name="metric_tier_unique_block")
         ]
 
+    def __str__(self) -> str:
+        end = self.start + self.width
+        return f"{self.key} over steps [{self.start}, {end}) of run {self.run_id}"
+
 
 class MetricTierMark(models.Model):
     """How far one key's tiers go: complete and true below `through_step`, as of the points
@@ -166,6 +173,9 @@ class MetricTierMark(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "key"], name="metric_tier_mark_unique_key")]
+
+    def __str__(self) -> str:
+        return f"{self.key} tiers through step {self.through_step} of run {self.run_id}"
 
 
 def prompt_key(env: str, prompt: Any, seed: int | None) -> str:
@@ -212,6 +222,9 @@ class Rollout(models.Model):
             models.Index(fields=["run", "prompt_key", "step"], name="rollout_run_prompt_step"),
         ]
 
+    def __str__(self) -> str:
+        return f"rollout {self.seq} (step {self.step}) of run {self.run_id}"
+
 
 class RunEvent(models.Model):
     """Something that happened to a run: claimed, taken over, resumed, cancelled, failed."""
@@ -225,6 +238,9 @@ class RunEvent(models.Model):
     class Meta:
         ordering = ["created_at", "id"]
 
+    def __str__(self) -> str:
+        return f"{self.kind} of run {self.run_id}"
+
 
 class WorkerHeartbeat(models.Model):
     """A Celery worker's last sign of life and what it can do."""
@@ -233,6 +249,9 @@ class WorkerHeartbeat(models.Model):
     capabilities = models.JSONField(default=dict)
     heartbeat_at = models.DateTimeField()
     current_run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL)
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class RunNotification(models.Model):

@@ -40,13 +40,13 @@ class RunOut(serializers.ModelSerializer):
 
     class Meta:
         model = Run
-        fields = [
+        fields: tuple[str, ...] = (
             "id", "name", "owner", "status", "step", "max_steps", "error", "model", "config",
             "cancel_requested", "attempts", "checkpoint_step", "last_seq", "worker_name",
             "created_at", "started_at", "finished_at", "heartbeat_at", "progress", "alerts", "status_display",
             "phase", "queue", "waiting_reason", "failure", "resumable", "resumable_reason",
             "tags", "group", "notes", "external",
-        ]
+        )
 
     tags: serializers.SlugRelatedField[RunTag] = serializers.SlugRelatedField(
         many=True, read_only=True, slug_field="slug", help_text="Its tags (slugs), sorted."
@@ -96,10 +96,11 @@ class RunOut(serializers.ModelSerializer):
         return run_progress(run=run)
 
     def _alerts(self, run: Run) -> list[dict]:
-        cached = getattr(run, "_alerts_out", None)
-        if cached is None:
-            cached = run._alerts_out = run_alerts(run=run)  # type: ignore[attr-defined]
-        return cached
+        # Read once for the two fields that show them (alerts, status_display): a run's fields
+        # are made one after the other, by this serializer (or by a list's one child).
+        if getattr(self, "_alerts_of", None) is not run:
+            self._alerts_of, self._alerts_read = run, run_alerts(run=run)
+        return self._alerts_read
 
     @extend_schema_field(AlertOut(many=True))
     def get_alerts(self, run: Run) -> list[dict]:
@@ -125,7 +126,7 @@ class RunRowOut(RunOut):
     )
 
     class Meta(RunOut.Meta):
-        fields = [*RunOut.Meta.fields, "summary"]
+        fields = (*RunOut.Meta.fields, "summary")
 
     @extend_schema_field(serializers.DictField(child=MetricSummaryOut()))
     def get_summary(self, run: Run) -> dict:
@@ -214,7 +215,7 @@ class RunDetailOut(RunOut):
     )
 
     class Meta(RunOut.Meta):
-        fields = [*RunOut.Meta.fields, "checkpoints"]
+        fields: tuple[str, ...] = (*RunOut.Meta.fields, "checkpoints")
 
     @extend_schema_field(CheckpointOut(many=True))
     def get_checkpoints(self, run: Run) -> list[dict]:
@@ -230,7 +231,7 @@ class RunLaunchOut(RunDetailOut):
     )
 
     class Meta(RunDetailOut.Meta):
-        fields = [*RunDetailOut.Meta.fields, "warnings"]
+        fields = (*RunDetailOut.Meta.fields, "warnings")
 
     def get_warnings(self, run: Run) -> list[str]:
         return list(run.events.filter(kind=LAUNCH_WARNING).order_by("pk").values_list("message", flat=True))
@@ -253,7 +254,7 @@ class RunEventOut(serializers.ModelSerializer):
 
     class Meta:
         model = RunEvent
-        fields = ["id", "kind", "message", "data", "created_at"]
+        fields = ("id", "kind", "message", "data", "created_at")
 
 
 class RunEventPageOut(serializers.Serializer):
@@ -421,10 +422,10 @@ class RolloutOut(serializers.ModelSerializer):
 
     class Meta:
         model = Rollout
-        fields = [
+        fields = (
             "seq", "step", "env", "seed", "prompt_key", "prompt", "messages", "rewards", "reward", "advantage",
             "unscored", "tools", "created_at", "replay_url",
-        ]
+        )
 
     def get_replay_url(self, rollout: Rollout) -> str:
         return rollout_replay_url(rollout)
@@ -513,7 +514,7 @@ class WorkerOut(serializers.ModelSerializer):
 
     class Meta:
         model = WorkerHeartbeat
-        fields = ["name", "capabilities", "heartbeat_at", "current_run", "queues", "seen"]
+        fields = ("name", "capabilities", "heartbeat_at", "current_run", "queues", "seen")
 
     queues = serializers.SerializerMethodField(help_text="The training queues its capabilities let it consume.")
     seen = serializers.SerializerMethodField(help_text="Heartbeat recent enough to count on it at launch.")

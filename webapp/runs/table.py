@@ -50,7 +50,7 @@ class RunTableFilter(django_filters.FilterSet):
 
     class Meta:
         model = Run
-        fields: list[str] = []
+        fields = ()
 
     def filter_search(self, queryset: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
         return queryset.filter(

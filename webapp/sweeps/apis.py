@@ -55,7 +55,7 @@ SWEEPS_LIST_CAP = 200
 
 class SweepListApi(WriteThrottled, APIView):
     write_throttle_scope = "launch"
-    parser_classes = [JSONParser]
+    parser_classes = (JSONParser,)
 
     @extend_schema(
         operation_id="sweeps_list", parameters=PAGE_PARAMETERS,

@@ -375,7 +375,7 @@ def learnability_report(
         "range": {
             "top": top, "top_source": top_source, "bottom": bottom, "bottom_source": bottom_source,
             "ceiling": ceiling, "floor": floor, "top_band": band,
-        },  # fmt: skip
+        },
         "solver": s_side,
         "random": r_side,
         "checks": checks,
@@ -386,7 +386,7 @@ def learnability_report(
                 "GRPO has something to learn here"
             ),
         },
-    }
+    }  # fmt: skip
 
 
 # --- reads: the latest card per recipe for an environment ----------------------------------------

@@ -352,7 +352,7 @@ def supervised_warmup(
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        recent = (recent + [loss.item()])[-20:]
+        recent = [*recent, loss.item()][-20:]
         step += 1
         if len(recent) == 20:
             schedule.observe(step, sum(recent) / 20)
@@ -401,7 +401,7 @@ def loosen_copying(
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        recent = (recent + [loss.item()])[-20:]
+        recent = [*recent, loss.item()][-20:]
         if step % report_every == 0 or step == recipe.loosen_steps:
             progress(
                 f"loosen step {step}/{recipe.loosen_steps} loss {sum(recent) / len(recent):.4f} "

@@ -16,43 +16,43 @@ from typing import Any, cast
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-import torch  # noqa: E402
-from django.conf import settings  # noqa: E402
-from transformers import TrainerCallback  # noqa: E402
-from transformers.trainer_callback import PrinterCallback  # noqa: E402
-from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+import torch
+from django.conf import settings
+from transformers import TrainerCallback
+from transformers.trainer_callback import PrinterCallback
+from trl import GRPOConfig, GRPOTrainer
 
-from envs.adapters import outage, toolstats  # noqa: E402
-from envs.adapters.activity import ACTIVITY, GENERATION, STARTING, TRAINING_STEP  # noqa: E402
-from envs.adapters.router import router_class  # noqa: E402
-from envs.netguard import check_outbound_url  # noqa: E402
-from webapp.accounts.secrets import user_secret_value  # noqa: E402
-from webapp.catalog.adapters import environment_adapter  # noqa: E402
-from webapp.catalog.credentials import ors_credentials  # noqa: E402
-from webapp.catalog.models import Environment  # noqa: E402
-from webapp.runs.checkpoints import (  # noqa: E402
+from envs.adapters import outage, toolstats
+from envs.adapters.activity import ACTIVITY, GENERATION, STARTING, TRAINING_STEP
+from envs.adapters.router import router_class
+from envs.netguard import check_outbound_url
+from webapp.accounts.secrets import user_secret_value
+from webapp.catalog.adapters import environment_adapter
+from webapp.catalog.credentials import ors_credentials
+from webapp.catalog.models import Environment
+from webapp.runs.checkpoints import (
     checkpoint_complete,
     newest_complete_checkpoint,
     run_dir,
     warmup_model_dir,
 )
-from webapp.runs.config import GRPOSettings, RunConfig  # noqa: E402
-from webapp.runs.models import Run  # noqa: E402
-from webapp.runs.services import (  # noqa: E402
+from webapp.runs.config import GRPOSettings, RunConfig
+from webapp.runs.models import Run
+from webapp.runs.services import (
     run_phase_set,
     run_rewind,
     run_warmup_done,
 )
-from webapp.runs.telemetry.group_starts import GroupStartMeter, group_starts  # noqa: E402
-from webapp.runs.telemetry.health import HealthMonitor  # noqa: E402
-from webapp.runs.telemetry.record import LeaseLost, telemetry_record  # noqa: E402
-from webapp.settings.env import env_int  # noqa: E402
-from worker.datasets import episode_rows  # noqa: E402
-from worker.model_loading import is_adapter, load_for_training  # noqa: E402
-from worker.training.checkpoint_save import AtomicCheckpoints, remove_leftovers  # noqa: E402
-from worker.training.distributed import RankGroup, peer_lost  # noqa: E402
-from worker.training.grpo_args import grpo_config_kwargs  # noqa: E402
-from worker.training.lifecycle import (  # noqa: E402
+from webapp.runs.telemetry.group_starts import GroupStartMeter, group_starts
+from webapp.runs.telemetry.health import HealthMonitor
+from webapp.runs.telemetry.record import LeaseLost, telemetry_record
+from webapp.settings.env import env_int
+from worker.datasets import episode_rows
+from worker.model_loading import is_adapter, load_for_training
+from worker.training.checkpoint_save import AtomicCheckpoints, remove_leftovers
+from worker.training.distributed import RankGroup, peer_lost
+from worker.training.grpo_args import grpo_config_kwargs
+from worker.training.lifecycle import (
     error_message,
     failure_class,
     finish_run,
@@ -64,13 +64,13 @@ from worker.training.lifecycle import (  # noqa: E402
     outage_wait_stopped,
     run_model_source,
 )
-from worker.training.perf import PerfMeter, completion_tokens, perf_metrics, tool_seconds  # noqa: E402
-from worker.training.rewards import compile_rewards, scored_episode  # noqa: E402
-from worker.training.stall import StallWatch  # noqa: E402
-from worker.training.system_metrics import LatestSample, SystemSampler, rank_metrics  # noqa: E402
-from worker.training.telemetry import TelemetrySink  # noqa: E402
-from worker.training.trackers import USER_CREDENTIALS, prepare_trackers  # noqa: E402
-from worker.training.vllm_guard import guard_vllm_client, trust_vllm_origin  # noqa: E402
+from worker.training.perf import PerfMeter, completion_tokens, perf_metrics, tool_seconds
+from worker.training.rewards import compile_rewards, scored_episode
+from worker.training.stall import StallWatch
+from worker.training.system_metrics import LatestSample, SystemSampler, rank_metrics
+from worker.training.telemetry import TelemetrySink
+from worker.training.trackers import USER_CREDENTIALS, prepare_trackers
+from worker.training.vllm_guard import guard_vllm_client, trust_vllm_origin
 
 log = logging.getLogger(__name__)
 

@@ -507,5 +507,5 @@ def _drop_connection() -> None:
 
     try:
         connection.close()
-    except Exception:  # noqa: S110 - a dead connection may fail to close; it is gone either way
+    except Exception:  # a dead connection may fail to close; it is gone either way
         pass

@@ -50,8 +50,8 @@ def trust_vllm_origin(url: str) -> None:
 
 def _new_conn(self: Any) -> socket.socket:
     if (self._dns_host, self.port) in _TRUSTED:
-        return HTTPConnection._new_conn(self)
-    timeout = self.timeout if isinstance(self.timeout, int | float) else netguard._DEFAULT_TIMEOUT
+        return HTTPConnection._new_conn(self)  # noqa: SLF001 - urllib3's own connect, for a vLLM server the worker started
+    timeout = self.timeout if isinstance(self.timeout, int | float) else netguard.DEFAULT_TIMEOUT
     options = self.socket_options or []
 
     def configure(sock: socket.socket) -> None:
@@ -107,8 +107,8 @@ class GuardedSession(requests.Session):
         if isinstance(adapter, HTTPAdapter) and not isinstance(adapter, _CheckedAdapter):
             held: Any = adapter  # requests keeps the pool settings in private attributes
             adapter = _CheckedAdapter(
-                max_retries=held.max_retries, pool_connections=held._pool_connections,
-                pool_maxsize=held._pool_maxsize, pool_block=held._pool_block,
+                max_retries=held.max_retries, pool_connections=held._pool_connections,  # noqa: SLF001 - requests keeps an adapter's pool settings private
+                pool_maxsize=held._pool_maxsize, pool_block=held._pool_block,  # noqa: SLF001 - requests keeps an adapter's pool settings private
             )
         super().mount(prefix, adapter)
 
@@ -125,7 +125,7 @@ class GuardedSession(requests.Session):
         response.headers.pop("X-Forwarded-For", None)
         if response.status_code != 200:
             # TRL copies the body into its exception, and that into the run's error.
-            response._content = b"(the answer's body is not shown)"
+            response._content = b"(the answer's body is not shown)"  # noqa: SLF001 - requests has no public way to replace a response's body
         return response
 
 

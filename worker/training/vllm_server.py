@@ -96,7 +96,7 @@ class ManagedVLLMServer:
 
     def _healthy(self) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:  # noqa: S310 - our own child
+            with urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:  # our own child
                 return bool(response.status == 200)
         except OSError:
             return False

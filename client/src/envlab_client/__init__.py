@@ -14,7 +14,7 @@ from envlab_client.client import (
     Sweep,
 )
 
-__all__ = ["Client", "EnvlabError", "Environment", "Evaluation", "Job", "Recipe", "Rollout", "Run", "Sweep", "read_parquet"]
+__all__ = ["Client", "Environment", "EnvlabError", "Evaluation", "Job", "Recipe", "Rollout", "Run", "Sweep", "read_parquet"]
 __version__ = "0.1.0"
 
 

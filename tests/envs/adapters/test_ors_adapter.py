@@ -269,7 +269,7 @@ def test_class_rejects_unknown_split(ors_url: str) -> None:
         ValueError, match=r"^'echo' has no split 'dev'; it has \['train', 'test'\]$"
     ):
         ors_adapter_class(base_url=ors_url, env_name="echo", split="dev")
-    with pytest.raises(TypeError, match="^OrsAdapter is abstract"):
+    with pytest.raises(TypeError, match=r"^OrsAdapter is abstract"):
         OrsAdapter()
 
 

@@ -39,7 +39,7 @@ def flooding_server(status: int) -> Iterator[dict]:
             except (BrokenPipeError, ConnectionResetError):
                 pass
 
-        do_GET = do_POST = _flood  # noqa: N815 - http.server's names
+        do_GET = do_POST = _flood  # http.server's names
 
         def log_message(self, *args: object) -> None:
             pass
@@ -58,7 +58,7 @@ def flooding_server(status: int) -> Iterator[dict]:
 def test_a_flood_of_an_answer_is_cut_at_the_cap(settings, status: int) -> None:
     settings.ENVLAB_MAX_RESPONSE_BYTES = 100_000
     with flooding_server(status) as sent:
-        with pytest.raises(Exception) as refused:  # noqa: B017 - whatever the SDK wraps it in
+        with pytest.raises(Exception) as refused:  # whatever the SDK wraps it in
             ors_adapter_class(base_url=sent["url"], env_name="echo")
     chain, exc = [], refused.value
     while exc is not None and len(chain) < 10:

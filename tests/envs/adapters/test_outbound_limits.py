@@ -132,7 +132,7 @@ def test_the_ors_sdk_cannot_be_redirected_to_a_refused_address(settings) -> None
     hits: list[str] = []
 
     class Recorder(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:  # http.server's name
             hits.append(self.path)
             self.send_response(200)
             self.send_header("Content-Length", "2")
@@ -147,7 +147,7 @@ def test_the_ors_sdk_cannot_be_redirected_to_a_refused_address(settings) -> None
     location = f"http://127.0.0.2:{target.server_address[1]}/splits"
     try:
         with http_server(status=302, headers={"Location": location}) as redirecting:
-            with pytest.raises(Exception) as refused:  # noqa: B017 - the SDK's own error type
+            with pytest.raises(Exception) as refused:  # the SDK's own error type
                 ors_adapter_class(base_url=redirecting.url, env_name="echo")
     finally:
         target.shutdown()

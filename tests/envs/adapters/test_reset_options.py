@@ -35,7 +35,7 @@ def _play(adapter: Any, style: str) -> None:
 
 
 def test_reset_options_reach_the_server(quiz: tuple[str, type], opened: Callable[..., Any]) -> None:
-    style, cls = quiz
+    _style, cls = quiz
     adapter = opened(cls)
     rest = ""
     assert adapter.reset(**ROW) == f"\nquestion: legs question 3 of 10{rest}"  # the server's defaults

@@ -279,7 +279,7 @@ def test_a_tool_of_another_environment_is_tool_not_found(echo_url, mcpdemo_url, 
     router = Router()
     collector = collect("echo", "add_item", "total")
     router.reset(env="echo")
-    with pytest.raises(ValueError, match="^Tool 'total' belongs to mcpdemo"):
+    with pytest.raises(ValueError, match=r"^Tool 'total' belongs to mcpdemo"):
         router.total()
     assert router.echo(message="hi") == "hi"
     router._current()._close()

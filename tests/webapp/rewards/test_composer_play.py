@@ -29,7 +29,7 @@ TERMS = [
 
 
 def test_a_fresh_preview_is_a_queued_preview_job_with_the_checked_draft(
-    api, owner, echo_url, broker, django_capture_on_commit_callbacks  # noqa: F811
+    api, owner, echo_url, broker, django_capture_on_commit_callbacks
 ):
     env_id = register_echo(api, echo_url)
     with django_capture_on_commit_callbacks(execute=True):
@@ -58,7 +58,7 @@ def test_a_fresh_preview_is_a_queued_preview_job_with_the_checked_draft(
     assert (shown["kind"], shown["status"], shown["progress"]) == ("preview", "queued", {"done": 0, "total": 1, "fraction": 0.0})
 
 
-def test_the_fresh_preview_takes_a_run_local_name_a_prompt_and_the_random_policy(api, echo_url, broker):  # noqa: F811
+def test_the_fresh_preview_takes_a_run_local_name_a_prompt_and_the_random_policy(api, echo_url, broker):
     env_id = register_echo(api, echo_url)
     play = {"environment": env_id, "policy": "random", "name": "my-echo", "prompt": "Echo 'x'."}
     response = api.post(PREVIEW, {"terms": TERMS, "play": play}, format="json")

@@ -51,7 +51,7 @@ def test_histograms_have_equal_bins_and_one_bin_for_a_constant():
 
 
 def test_an_accepted_dry_run_is_a_queued_job_on_the_train_queue(
-    api, recipe, echo_url, broker, django_capture_on_commit_callbacks  # noqa: F811
+    api, recipe, echo_url, broker, django_capture_on_commit_callbacks
 ):
     env_id = register_echo(api, echo_url)
     with django_capture_on_commit_callbacks(execute=True):

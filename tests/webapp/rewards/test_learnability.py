@@ -172,7 +172,7 @@ def recipe(api) -> int:
 
 @pytest.mark.django_db
 def test_an_accepted_request_is_a_queued_learnability_job(
-    api, recipe, echo_url, broker, django_capture_on_commit_callbacks  # noqa: F811
+    api, recipe, echo_url, broker, django_capture_on_commit_callbacks
 ):
     env_id = register_echo(api, echo_url)
     with django_capture_on_commit_callbacks(execute=True):

@@ -39,7 +39,7 @@ def finished(owner) -> Run:
 
 
 def test_a_finished_run_is_queued_for_re_scoring_with_the_pinned_version(
-    api, recipe, finished, broker, django_capture_on_commit_callbacks  # noqa: F811
+    api, recipe, finished, broker, django_capture_on_commit_callbacks
 ):
     # A second version: asking for version 1 pins version 1's terms.
     api.put(f"/api/reward-recipes/{recipe}/", {"name": "calls", "terms": [{"name": "won", "kind": "outcome"}]},

@@ -23,14 +23,14 @@ import pytest
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-from trl.experimental.async_grpo import AsyncGRPOConfig  # noqa: E402
-from trl.experimental.async_grpo.openenv_harness import HarnessRolloutOutcome, _HarnessRolloutLoop  # noqa: E402
+from trl.experimental.async_grpo import AsyncGRPOConfig
+from trl.experimental.async_grpo.openenv_harness import HarnessRolloutOutcome, _HarnessRolloutLoop
 
-from tests.envs.servers import run_env_server  # noqa: E402
-from webapp.runs.config import GRPOSettings, RunConfigError, parse_run_config  # noqa: E402
-from webapp.runs.grpo_fields import ASYNC_REFUSED, TRL_PASSTHROUGH  # noqa: E402
-from webapp.runs.routing import queue_for, run_needs  # noqa: E402
-from worker.training.harness import (  # noqa: E402
+from tests.envs.servers import run_env_server
+from webapp.runs.config import GRPOSettings, RunConfigError, parse_run_config
+from webapp.runs.grpo_fields import ASYNC_REFUSED, TRL_PASSTHROUGH
+from webapp.runs.routing import queue_for, run_needs
+from worker.training.harness import (
     ASYNC_GRPO_FIELDS,
     ASYNC_TRL_FIELDS,
     HarnessReward,
@@ -231,7 +231,7 @@ def test_trls_harness_loop_plays_recorded_rollouts_and_scores_them_with_the_reci
     rows = harness_dataset_rows(config(), [{"index": 0, "name": "fix-it", "dataset": "mini"}])
     assert [r["prompt"][0]["content"] for r in rows] == ["fix-it", "mini task 1", "mini task 2"]
 
-    (completion, ids, sequences, tool_calls, failures, reward), metrics = loop._run_session(rows[0]["prompt"], 0)
+    (_completion, ids, sequences, tool_calls, failures, reward), metrics = loop._run_session(rows[0]["prompt"], 0)
     assert (reward, tool_calls, failures) == (1.0, 2, 0)
     assert ids == [4, 5, 7, 8, 9] and len(sequences) == 1  # the second turn extends the first
     assert metrics["tool_calls_by_name"] == {"bash": 2} and metrics["correctness"] == 1.0

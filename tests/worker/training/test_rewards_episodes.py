@@ -113,7 +113,7 @@ def test_wordle_two_invalid_moves(wordle):
 
 def test_every_listed_wordle_attribute_is_there_after_a_step(wordle):
     wordle.reset(seed=SEED)
-    wordle.guess(guess=[w for w in WORDS if w != secret_for_seed(SEED)][0])
+    wordle.guess(guess=next(w for w in WORDS if w != secret_for_seed(SEED)))
     listed = {name for name, _ in ATTRIBUTES["wordle"] if "<" not in name}
     assert listed - set(episode_attributes(wordle)) == set()
 

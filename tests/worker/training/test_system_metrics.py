@@ -67,30 +67,30 @@ class _StandInNVML(types.ModuleType):
         super().__init__("pynvml")
         self.initialised = False
 
-    def nvmlInit(self) -> None:  # noqa: N802 - pynvml's names
+    def nvmlInit(self) -> None:  # pynvml's names
         self.initialised = True
 
-    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
+    def nvmlDeviceGetCount(self) -> int:
         return 2
 
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:  # noqa: N802
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
         return index
 
-    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> int:  # noqa: N802
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> int:
         return {"GPU-b": 1}[uuid]
 
-    def nvmlDeviceGetUtilizationRates(self, handle: int):  # noqa: N802
+    def nvmlDeviceGetUtilizationRates(self, handle: int):
         return types.SimpleNamespace(gpu=[37, 90][handle], memory=0)
 
-    def nvmlDeviceGetMemoryInfo(self, handle: int):  # noqa: N802
+    def nvmlDeviceGetMemoryInfo(self, handle: int):
         return types.SimpleNamespace(used=[3 * GIB, GIB // 2][handle], total=80 * GIB)
 
-    def nvmlDeviceGetPowerUsage(self, handle: int) -> int:  # noqa: N802
+    def nvmlDeviceGetPowerUsage(self, handle: int) -> int:
         if handle == 1:
             raise RuntimeError("Not Supported")
         return 215_500  # milliwatts
 
-    def nvmlDeviceGetTemperature(self, handle: int, sensor: int) -> int:  # noqa: N802
+    def nvmlDeviceGetTemperature(self, handle: int, sensor: int) -> int:
         return [61, 48][handle]
 
 
