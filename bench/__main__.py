@@ -127,10 +127,20 @@ def render(results: dict[str, dict]) -> str:
     lines += gpu_generation_section(results.get("gpu_generation"))
     lines += gpu_lora_memory_section(results.get("gpu_lora_memory"))
     lines += loadtest_section(results.get("loadtest")) + loadtest_section(results.get("loadtest_quick"))
-    table = learning_table()
+    for name, title in (("learning_table", "Training that teaches: base / SFT / SFT + GRPO"),
+                        ("learning_table_search", "GRPO settings searched from the SFT model, per seed a sweep")):
+        lines += learning_table_section(learning_table(name), title)
+    notes = sorted({r["conditions"] for r in results.values() if r.get("conditions")})
+    if notes:
+        lines += ["## Conditions of the last run", "", *[f"- {n}" for n in notes], ""]
+    return "\n".join(lines)
+
+
+def learning_table_section(table: dict | None, title: str) -> list[str]:
+    lines: list[str] = []
     if table:
         lines += [
-            f"## Training that teaches: base / SFT / SFT + GRPO ({table['date']})",
+            f"## {title} ({table['date']})",
             "",
             f"Catches out of {table['episodes']}; {table['environment']}. {table['how']}. "
             f"SFT: {table['sft']}. GRPO: {table['grpo']}.",
@@ -142,10 +152,7 @@ def render(results: dict[str, dict]) -> str:
             table["verdict"],
             "",
         ]
-    notes = sorted({r["conditions"] for r in results.values() if r.get("conditions")})
-    if notes:
-        lines += ["## Conditions of the last run", "", *[f"- {n}" for n in notes], ""]
-    return "\n".join(lines)
+    return lines
 
 
 def runs_table_section(rt: dict | None) -> list[str]:
@@ -407,13 +414,13 @@ def splice_load_sections() -> None:
     target.write_text("\n".join(kept[:at] + new + kept[at:]))
 
 
-def learning_table() -> dict | None:
+def learning_table(name: str = "learning_table") -> dict | None:
     """The guide's table, a recipe of many minutes that `make bench` does not run: made by
-    `make learning-table` (bench/learning_table.py) into
-    bench/results/learning_table.json, shown as recorded."""
+    `make learning-table` (bench/learning_table.py) into bench/results/learning_table.json,
+    and with `--grpo-grid` (a search) into learning_table_search.json; shown as recorded."""
     import json
 
-    path = ROOT / "bench" / "results" / "learning_table.json"
+    path = ROOT / "bench" / "results" / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else None
 
 

@@ -51,6 +51,15 @@ UNFINISHED_MINUS_ONE = [
 ]
 ENV_REWARD = [{"name": "env_reward", "kind": "env_reward", "weight": 1.0}]
 TERMINAL = ("succeeded", "failed", "cancelled")
+# What a GRPO run's metrics say about why it learned or did not (TRL's names): the share of
+# groups whose completions all scored the same (no advantage, no gradient), the policy's
+# entropy, and its KL to the reference (logged when beta > 0).
+DIAGNOSTIC_KEYS = ("reward", "frac_reward_zero_std", "entropy", "kl")
+# The issue's target: SFT+GRPO beats SFT by at least 2 standard errors of the mean gain over
+# seeds, and by at least this many catches.
+TARGET_CATCHES = 3
+# A grid may not search what the table itself varies.
+GRID_RESERVED = ("grpo.seed", "model", "environments", "name", "rewards")
 # How long each service may take to come up (a loaded 2-core machine takes minutes to import torch).
 START_SECONDS = 300.0
 
@@ -74,6 +83,9 @@ class Settings:
     tool_rounds: int
     reward: str
     quick: bool
+    # GRPO settings searched per seed ({dotted run-config path: values}), one sweep per seed
+    # through the API; empty: the one recipe above (a sweep of one run).
+    grpo_grid: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
 
     def base_recipe(self) -> Any:
         from worker.demo_model.training import CATCH_BASE
@@ -118,6 +130,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--reward", choices=["unfinished-minus-one", "env"], default="unfinished-minus-one",
             help="GRPO reward: the env reward with an unfinished episode scored -1 (default), or the plain env reward",
+        )
+        parser.add_argument(
+            "--grpo-grid", default="",
+            help='GRPO settings to search, as a sweep per seed from its SFT checkpoint: JSON {dotted run-config '
+                 'path: [values]}, e.g. \'{"grpo.learning_rate": [1e-4, 3e-4]}\' (default: the one recipe given)',
         )
         parser.add_argument("--quick", action="store_true", help="a tiny smoke check (minutes, numbers meaningless)")
         parser.add_argument("--output", default="", help="where to write the JSON (default: bench/results/learning_table.json; --quick: <dir>/learning_table.quick.json)")
@@ -172,7 +189,7 @@ class Command(BaseCommand):
         for name in ("seeds", "episodes", "eval_seed", "rows", "columns", "warmup_episodes",
                      "warmup_epochs", "warmup_learning_rate", "grpo_steps", "grpo_batch",
                      "num_generations", "grpo_learning_rate", "temperature", "max_completion_length",
-                     "tool_rounds", "reward", "output", "dir"):
+                     "tool_rounds", "reward", "grpo_grid", "output", "dir"):
             value = options[name] if name != "dir" else str(scratch)
             if value not in ("", None):
                 argv += [f"--{name.replace('_', '-')}", str(value)]
@@ -266,7 +283,9 @@ class Command(BaseCommand):
             phases["sft"] = {"run": sft_run["id"], "steps": sft_run["step"],
                              **self._evaluate(api, chosen, environment, {"run": sft_run["id"], "checkpoint": 0},
                                               reset, say, services, f"seed {seed} SFT")}
-            grpo = api.post("/api/runs/", {
+            # The GRPO phase is a sweep: the grid's settings (or the one recipe) from this seed's
+            # SFT checkpoint, members queued as the user's active-run quota allows.
+            grpo_base = {
                 "name": f"learning-table-grpo-s{seed}",
                 "model": {"run": sft_run["id"], "checkpoint": 0},
                 "environments": [{"environment": environment, "name": "catch", "prompt": CATCH_PROMPT,
@@ -280,30 +299,38 @@ class Command(BaseCommand):
                          "max_tool_calling_iterations": chosen.tool_rounds, "beta": 0.0,
                          "temperature": chosen.temperature, "seed": seed, "save_steps": chosen.grpo_steps},
                 "wait_for_worker": True,
-            })
-            say(f"seed {seed}: GRPO run {grpo['id']} queued (from run {sft_run['id']} checkpoint 0)")
-            grpo_run = self._wait_run(api, int(grpo["id"]), say, services)
-            curve = api.get(f"/api/runs/{grpo_run['id']}/metrics/?key=reward&max_points=100000")["series"].get("reward", [])
-            phases["grpo"] = {"run": grpo_run["id"], "steps": grpo_run["step"], "reward_curve": curve,
-                              **self._evaluate(api, chosen, environment, {"run": grpo_run["id"], "checkpoint": "last"},
-                                               reset, say, services, f"seed {seed} SFT+GRPO")}
+            }
+            sweep = api.post("/api/sweeps/", {"name": f"learning-table-grpo-s{seed}", "base": grpo_base,
+                                              "grid": chosen.grpo_grid or {"grpo.seed": [seed]}})
+            say(f"seed {seed}: GRPO run(s) of sweep {sweep['id']} queued: {sweep['size']} from run "
+                f"{sft_run['id']} checkpoint 0")
+            members = self._grpo_members(api, chosen, int(sweep["id"]), int(sweep["size"]), environment, reset,
+                                         say, services, seed)
+            phases["sweep"] = int(sweep["id"])
+            phases["members"] = members
+            if not chosen.grpo_grid:
+                only = members[0]
+                if only["status"] != "succeeded":
+                    raise CommandError(f"run {only['run']} {only['status']}: {only.get('error')}")
+                phases["grpo"] = only
             phases["seconds"] = round(time.monotonic() - seed_started, 1)
             per_seed.append({"seed": seed, **phases})
+            grpo_catches = ", ".join(str(m.get("catches", m["status"])) for m in members)
             say(f"seed {seed}: base {phases['base']['catches']}, SFT {phases['sft']['catches']}, "
-                f"SFT+GRPO {phases['grpo']['catches']} of {chosen.episodes} ({phases['seconds'] / 60:.1f} min)")
+                f"SFT+GRPO {grpo_catches} of {chosen.episodes} ({phases['seconds'] / 60:.1f} min)")
             if len(per_seed) < len(chosen.seeds):  # what is done so far, should the rest not finish
                 self._record(chosen, per_seed, output, started, say, final=False)
         self._record(chosen, per_seed, output, started, say, final=True)
 
     def _record(self, chosen: Settings, per_seed: list[dict[str, Any]], output: Path, started: float,
                 say: Any, *, final: bool) -> None:
-        table = _table(chosen, per_seed, elapsed=time.monotonic() - started)
+        table = (_grid_table if chosen.grpo_grid else _table)(chosen, per_seed, elapsed=time.monotonic() - started)
         if final:
             self.stdout.write("\n" + _text_table(table) + "\n")
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(table, indent=2) + "\n")
         say(f"{'written' if final else f'{len(per_seed)} of {len(chosen.seeds)} seeds written'} to {output}")
-        if output.resolve() == _default_output().resolve():
+        if output.resolve() == _default_output(chosen).resolve():
             _render_benchmarks()
             say("BENCHMARKS.md re-rendered")
 
@@ -333,10 +360,53 @@ class Command(BaseCommand):
                          progress=lambda message: say(f"  {message}"))
         return f"demo:{name}"
 
+    def _grpo_members(self, api: HttpApi, chosen: Settings, sweep_id: int, size: int, environment: int,
+                      reset: dict[str, int], say: Any, services: list[Any] | None, seed: int) -> list[dict[str, Any]]:
+        """Wait for the sweep's runs, then evaluate every run that succeeded in one evaluation
+        (the same seeded episodes); a run that failed is kept in the table with its error."""
+        seen: dict[int, int] = {}
+
+        def finished() -> dict[str, Any] | None:
+            sweep = api.get(f"/api/sweeps/{sweep_id}/")
+            for member in sweep["members"]:
+                step = int(member["step"] or 0)
+                if step and step % 5 == 0 and seen.get(member["run"]) != step:
+                    seen[member["run"]] = step
+                    say(f"  run {member['run']} {member['params']}: step {step}/{member['max_steps']}")
+            return sweep if sweep["status"] != "active" else None
+
+        sweep = _wait(finished, 7200 * size, f"sweep {sweep_id}", services)
+        members: list[dict[str, Any]] = []
+        for member in sweep["members"]:
+            run = api.get(f"/api/runs/{member['run']}/")
+            keys = "&".join(f"key={key}" for key in DIAGNOSTIC_KEYS)
+            series = api.get(f"/api/runs/{run['id']}/metrics/?{keys}&max_points=100000")["series"]
+            entry: dict[str, Any] = {
+                "params": member["params"], "run": run["id"], "status": run["status"], "steps": run["step"],
+                "error": run.get("error") or "", "reward_curve": series.get("reward", []),
+                "diagnostics": _diagnostics(series),
+            }
+            say(f"  run {run['id']} {member['params']} {run['status']} at step {run['step']}"
+                + (f": {entry['error'][:200]}" if entry["error"] else ""))
+            members.append(entry)
+        done = [m for m in members if m["status"] == "succeeded"]
+        if done:
+            rows = self._evaluate_many(
+                api, chosen, environment, [{"run": m["run"], "checkpoint": "last"} for m in done], reset, say,
+                services, f"seed {seed} SFT+GRPO",
+            )
+            for member, row in zip(done, rows, strict=True):
+                member.update(row)
+        return members
+
     def _evaluate(self, api: HttpApi, chosen: Settings, environment: int, model: Any, reset: dict[str, int],
                   say: Any, services: list[Any] | None, what: str) -> dict[str, Any]:
+        return self._evaluate_many(api, chosen, environment, [model], reset, say, services, what)[0]
+
+    def _evaluate_many(self, api: HttpApi, chosen: Settings, environment: int, models: list[Any],
+                       reset: dict[str, int], say: Any, services: list[Any] | None, what: str) -> list[dict[str, Any]]:
         created = api.post("/api/evaluations/", {
-            "environment": environment, "models": [model], "episodes": chosen.episodes,
+            "environment": environment, "models": models, "episodes": chosen.episodes,
             "seed": chosen.eval_seed, "prompt": CATCH_PROMPT, "reset": reset,
             "max_completion_length": chosen.max_completion_length,
             "max_tool_calling_iterations": chosen.tool_rounds,
@@ -346,10 +416,14 @@ class Command(BaseCommand):
                            f"evaluation {created['id']}", services)
         if evaluation["status"] != "succeeded":
             raise CommandError(f"evaluation {created['id']} {evaluation['status']}: {evaluation['error']}")
-        row = evaluation["results"][0]
-        say(f"{what}: {row['catches']} of {row['episodes']} caught (mean reward {row['mean_reward']:.3f})")
-        return {"evaluation": evaluation["id"], "catches": int(row["catches"]), "mean_reward": row["mean_reward"],
-                "tool_calls": row["tool_calls"], "tool_failures": row["tool_failures"]}
+        found = []
+        for row in evaluation["results"]:
+            say(f"{what}: {row['catches']} of {row['episodes']} caught (mean reward {row['mean_reward']:.3f})"
+                + (f" [{row.get('model', '')}]" if len(models) > 1 else ""))
+            found.append({"evaluation": evaluation["id"], "catches": int(row["catches"]),
+                          "mean_reward": row["mean_reward"], "tool_calls": row["tool_calls"],
+                          "tool_failures": row["tool_failures"]})
+        return found
 
     def _wait_run(self, api: HttpApi, run_id: int, say: Any, services: list[Any] | None) -> dict[str, Any]:
         seen = [-1]
@@ -424,7 +498,8 @@ def _settings(options: dict[str, Any]) -> Settings:
         for key, small in QUICK.items():
             if values[key] == parser_defaults[key]:
                 values[key] = small
-    chosen = Settings(seeds=seeds, quick=bool(options["quick"]), **values)
+    chosen = Settings(seeds=seeds, quick=bool(options["quick"]), grpo_grid=_grid(options.get("grpo_grid") or ""),
+                      **values)
     checks = [
         (1 <= chosen.episodes <= 200, "--episodes is 1 to 200"),
         (3 <= chosen.rows <= 20, "--rows is 3 to 20"),
@@ -442,8 +517,108 @@ def _settings(options: dict[str, Any]) -> Settings:
     return chosen
 
 
-def _default_output() -> Path:
-    return Path(settings.BASE_DIR) / "bench" / "results" / "learning_table.json"
+def _grid(given: str) -> dict[str, list[Any]]:
+    """--grpo-grid: a JSON object of dotted run-config paths to non-empty value lists (the
+    sweep API checks each member's config; this checks the shape and what the table owns)."""
+    if not given.strip():
+        return {}
+    try:
+        grid = json.loads(given)
+    except ValueError as exc:
+        raise CommandError(f"--grpo-grid is not JSON: {exc}") from None
+    if not isinstance(grid, dict) or not grid:
+        raise CommandError('--grpo-grid is a JSON object: {"grpo.learning_rate": [0.0001, 0.0003]}')
+    for path, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise CommandError(f"--grpo-grid: {path} needs a non-empty list of values")
+        if any(path == r or path.startswith(r + ".") for r in GRID_RESERVED):
+            raise CommandError(f"--grpo-grid: {path} is set by the table itself (seeds, models, environment, reward)")
+    return grid
+
+
+def _diagnostics(series: dict[str, list[list[float]]]) -> dict[str, float | None]:
+    """Means over the run's steps of what says why GRPO learned or did not (DIAGNOSTIC_KEYS)."""
+    found: dict[str, float | None] = {}
+    for key in DIAGNOSTIC_KEYS[1:]:
+        values = [float(v) for _, v in series.get(key, []) if v is not None]
+        found[key] = round(statistics.mean(values), 4) if values else None
+    return found
+
+
+def _setting_label(params: dict[str, Any]) -> str:
+    return ", ".join(f"{path.removeprefix('grpo.')}={value}" for path, value in sorted(params.items())) or "-"
+
+
+def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: float) -> dict[str, Any]:
+    """The search's table: a row per member (setting x seed, failures included), a mean row
+    per setting, and the verdict on the best setting against the target."""
+    base_table = _table(dataclasses.replace(chosen, grpo_grid={}), [
+        {**entry, "grpo": {"catches": 0, "reward_curve": []}} for entry in per_seed
+    ], elapsed=elapsed)
+    columns = ["GRPO setting", "seed", "base", "SFT", "SFT+GRPO", "GRPO - SFT", "GRPO reward, first -> last 5 steps",
+               "zero-std groups", "entropy", "run"]
+    by_setting: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for entry in per_seed:
+        for member in entry.get("members", []):
+            by_setting.setdefault(_setting_label(member["params"]), []).append((entry, member))
+    rows: list[list[Any]] = []
+    settings_summary: list[dict[str, Any]] = []
+    for label, pairs in by_setting.items():
+        gains = []
+        for entry, member in pairs:
+            first, last = _reward_ends(member.get("reward_curve") or [])
+            curve = "" if first is None else f"{first:.2f} -> {last:.2f}"
+            diagnostics = member.get("diagnostics") or {}
+            zero, entropy = diagnostics.get("frac_reward_zero_std"), diagnostics.get("entropy")
+            if "catches" in member:
+                gain = member["catches"] - entry["sft"]["catches"]
+                gains.append(gain)
+                result: list[Any] = [member["catches"], gain]
+            else:
+                result = [f"{member['status']}: {member.get('error', '')[:80]}", ""]
+            rows.append([label, entry["seed"], entry["base"]["catches"], entry["sft"]["catches"], *result, curve,
+                         "" if zero is None else f"{zero:.2f}", "" if entropy is None else f"{entropy:.3f}",
+                         member["run"]])
+        mean, std = _mean_std([float(g) for g in gains]) if gains else (0.0, 0.0)
+        se = std / len(gains) ** 0.5 if len(gains) > 1 else None
+        met = (se is not None and len(gains) == len(pairs) and len(gains) >= 3
+               and mean >= TARGET_CATCHES and mean >= 2 * se)
+        settings_summary.append({"setting": label, "params": pairs[0][1]["params"], "seeds": len(pairs),
+                                 "succeeded": len(gains), "gain_mean": round(mean, 2), "gain_std": round(std, 2),
+                                 "gain_se": None if se is None else round(se, 2), "target_met": met})
+        rows.append([label, "mean +- std", "", "", "", f"{mean:+.1f} +- {std:.1f}"
+                     + ("" if se is None else f" (SE {se:.1f})"), "", "", "", ""])
+    best = max(settings_summary, key=lambda item: item["gain_mean"]) if settings_summary else None
+    base, sft = base_table["summary"]["base"]["mean"], base_table["summary"]["sft"]["mean"]
+    done = "" if len(per_seed) == len(chosen.seeds) else f"PARTIAL: {len(per_seed)} of {len(chosen.seeds)} seeds done. "
+    if best is None:
+        outcome = "no GRPO run finished"
+    else:
+        outcome = (f"best setting {best['setting']}: mean gain {best['gain_mean']:+.1f} catches over "
+                   f"{best['succeeded']} of {best['seeds']} seeds"
+                   + ("" if best["gain_se"] is None else f", 2 standard errors {2 * best['gain_se']:.1f}")
+                   + f"; target (gain >= {TARGET_CATCHES} catches and >= 2 standard errors, 3 seeds or more): "
+                   + ("MET" if best["target_met"] else "NOT met"))
+    verdict = (f"{done}{'quick smoke check, numbers meaningless. ' if chosen.quick else ''}"
+               f"Mean catches of {chosen.episodes}: base {base:.1f}, SFT {sft:.1f}; base < SFT: "
+               f"{'yes' if sft > base else 'no'}. {len(settings_summary)} GRPO setting(s) x {len(chosen.seeds)} "
+               f"seed(s): {outcome}. {elapsed / 60:.1f} minutes in all on {os.cpu_count()} CPUs"
+               f"{' (' + os.environ['ENVLAB_BENCH_NOTE'] + ')' if os.environ.get('ENVLAB_BENCH_NOTE') else ''}.")
+    return {
+        **base_table,
+        "grpo": base_table["grpo"] + "; searched: " + json.dumps(chosen.grpo_grid),
+        "how": base_table["how"] + "; the GRPO runs of each seed are one sweep (POST /api/sweeps/) over the grid",
+        "columns": columns,
+        "rows": rows,
+        "verdict": verdict,
+        "summary": {"base": base_table["summary"]["base"], "sft": base_table["summary"]["sft"],
+                    "settings": settings_summary, "best": best},
+    }
+
+
+def _default_output(chosen: Settings | None = None) -> Path:
+    name = "learning_table_search" if chosen is not None and chosen.grpo_grid else "learning_table"
+    return Path(settings.BASE_DIR) / "bench" / "results" / f"{name}.json"
 
 
 def _output_path(options: dict[str, Any], chosen: Settings, *, scratch: Path | None) -> Path:
@@ -451,7 +626,7 @@ def _output_path(options: dict[str, Any], chosen: Settings, *, scratch: Path | N
         return Path(options["output"]).resolve()
     if chosen.quick:
         return (scratch or Path(settings.VAR_DIR)) / "learning_table.quick.json"
-    return _default_output()
+    return _default_output(chosen)
 
 
 def _redis_url(given: str) -> str:

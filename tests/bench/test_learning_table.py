@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from bench.learning_table import Command, Settings, _table
+from bench.learning_table import Command, Settings, _grid_table, _table
 
 
 def settings_for(seeds: list[int]) -> Settings:
@@ -77,6 +77,11 @@ def test_a_gain_within_the_spread_is_not_beyond_seed_noise_and_partial_runs_say_
         (["--columns", "10"], "--columns is 2 to 9"),
         (["--grpo-batch", "12"], "--num-generations (2 or more) must divide --grpo-batch"),
         (["--url", "http://127.0.0.1:1", "--token", ""], "--url needs --token (or ENVLAB_TOKEN): POST /api/auth/token/ gives one"),
+        (["--grpo-grid", "[1"], "--grpo-grid is not JSON: Expecting ',' delimiter: line 1 column 3 (char 2)"),
+        (["--grpo-grid", "[1]"], '--grpo-grid is a JSON object: {"grpo.learning_rate": [0.0001, 0.0003]}'),
+        (["--grpo-grid", '{"grpo.beta": []}'], "--grpo-grid: grpo.beta needs a non-empty list of values"),
+        (["--grpo-grid", '{"grpo.seed": [1, 2]}'], "--grpo-grid: grpo.seed is set by the table itself (seeds, models, environment, reward)"),
+        (["--grpo-grid", '{"model.run": [1]}'], "--grpo-grid: model.run is set by the table itself (seeds, models, environment, reward)"),
     ],
 )  # fmt: skip
 def test_bad_options_are_refused_before_anything_starts(args, message, tmp_path, monkeypatch):
@@ -85,3 +90,41 @@ def test_bad_options_are_refused_before_anything_starts(args, message, tmp_path,
         call_command(Command(), *args, "--dir", str(tmp_path / "scratch"))
     assert str(refused.value) == message
     assert not (tmp_path / "scratch").exists()
+
+
+def member(params: dict, run: int, catches: int | None, *, zero: float = 0.25, status: str = "succeeded") -> dict:
+    found = {"params": params, "run": run, "status": status, "error": "" if catches is not None else "boom",
+             "reward_curve": [[1, -1.0], [2, 1.0]], "diagnostics": {"frac_reward_zero_std": zero, "entropy": 0.5}}
+    return found | ({"catches": catches} if catches is not None else {})
+
+
+def test_a_search_has_a_row_per_member_failures_included_and_judges_its_best_setting(monkeypatch):
+    monkeypatch.delenv("ENVLAB_BENCH_NOTE", raising=False)
+    low, high = {"grpo.learning_rate": 0.0001}, {"grpo.learning_rate": 0.001}
+    entries = [
+        {"seed": seed, "base": {"catches": 8}, "sft": {"catches": sft}, "seconds": 60.0,
+         "members": [member(low, 10 + seed, sft + gain), member(high, 20 + seed, sft - 5)]}
+        for seed, sft, gain in ((0, 20, 4), (1, 18, 3), (2, 19, 5))
+    ]
+    entries[1]["members"][1] = member(high, 21, None, status="failed")
+    chosen = Settings(**{**settings_for([0, 1, 2]).__dict__, "grpo_grid": {"grpo.learning_rate": [0.0001, 0.001]}})
+    table = _grid_table(chosen, entries, elapsed=600.0)
+    assert table["columns"][:6] == ["GRPO setting", "seed", "base", "SFT", "SFT+GRPO", "GRPO - SFT"]
+    assert [row[:6] + [row[-1]] for row in table["rows"]] == [
+        ["learning_rate=0.0001", 0, 8, 20, 24, 4, 10],
+        ["learning_rate=0.0001", 1, 8, 18, 21, 3, 11],
+        ["learning_rate=0.0001", 2, 8, 19, 24, 5, 12],
+        ["learning_rate=0.0001", "mean +- std", "", "", "", "+4.0 +- 1.0 (SE 0.6)", ""],
+        ["learning_rate=0.001", 0, 8, 20, 15, -5, 20],
+        ["learning_rate=0.001", 1, 8, 18, "failed: boom", "", 21],
+        ["learning_rate=0.001", 2, 8, 19, 14, -5, 22],
+        ["learning_rate=0.001", "mean +- std", "", "", "", "-5.0 +- 0.0 (SE 0.0)", ""],
+    ]
+    assert table["rows"][0][6:9] == ["-1.00 -> 1.00", "0.25", "0.500"]
+    best = table["summary"]["best"]
+    # Gains 4, 3, 5: mean 4 >= 3 catches and >= 2 standard errors (1.15).
+    assert (best["setting"], best["gain_mean"], best["target_met"]) == ("learning_rate=0.0001", 4.0, True)
+    # A setting with a failed seed never meets the target, whatever its mean.
+    assert [s["target_met"] for s in table["summary"]["settings"]] == [True, False]
+    assert "best setting learning_rate=0.0001: mean gain +4.0 catches over 3 of 3 seeds" in table["verdict"]
+    assert "MET" in table["verdict"] and table["summary"]["sft"] == {"mean": 19.0, "std": 1.0}
