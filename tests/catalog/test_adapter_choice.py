@@ -152,7 +152,7 @@ def test_old_rows_of_the_bundled_echo_keep_its_adapter(echo_url):
 @pytest.mark.parametrize("key", ["wordle", "catch", "sudoku"])
 def test_every_bundled_server_is_recognised_as_itself(key):
     """The marker each bundled server publishes and its action match its adapter's entry."""
-    from webapp.catalog.probe import probe_environment
+    from webapp.catalog.kinds import probe_environment
 
     with run_env_server(f"envs.{key}.server:app", {"ENABLE_WEB_INTERFACE": "false"}) as url:
         result = probe_environment(url)

@@ -9,8 +9,9 @@ import pytest
 
 from envs import netguard
 from tests.catalog.outbound_servers import closed_port_url, http_server, raw_server
+from webapp.catalog.kinds import probe_environment
 from webapp.catalog.models import Environment
-from webapp.catalog.probe import ProbeError, probe_capacity, probe_environment
+from webapp.catalog.probe import ProbeError, probe_capacity
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,6 @@ from django.conf import settings
 
 from envs import netguard
 from envs.registry import MARKER_PATH, AdapterSpec, bundled_match  # the one registry
-from webapp.catalog.harbor import harbor_probe
 from webapp.catalog.probe_http import (
     ProbeError,
     ProbeSession,
@@ -109,7 +108,7 @@ def _bundled_tools(spec: AdapterSpec) -> list[dict[str, Any]]:
 def probe_openenv(base_url: str, *, timeout: float | None = None) -> ProbeResult:
     """Read `/health`, `/metadata`, `/schema` (and `/mcp` tools). ProbeError when it is no OpenEnv server."""
     with ProbeSession(base_url, timeout) as probe:
-        return _openenv(probe)
+        return openenv_result(probe)
 
 
 def _no_schema(probe: ProbeSession, status: int) -> PathMissing:
@@ -131,7 +130,8 @@ def _no_schema(probe: ProbeSession, status: int) -> PathMissing:
     )
 
 
-def _openenv(probe: ProbeSession) -> ProbeResult:
+def openenv_result(probe: ProbeSession) -> ProbeResult:
+    """An OpenEnv server read in `probe`'s session. ProbeError when it is none."""
     health = probe.read_health()
     try:
         schema = probe.json("GET", "/schema")
@@ -236,66 +236,7 @@ def _ors(probe: ProbeSession, env_name: str, names: list[str]) -> ProbeResult:
 MAX_ORS_ENVIRONMENTS = 20
 
 
-def probe_environment(
-    base_url: str, *, kind: str | None = None, ors_env: str = "", timeout: float | None = None
-) -> ProbeResult:
-    """Probe by kind, or detect it: an OpenEnv server answers `/schema`; an ORS one `/list_environments`.
-
-    Detection shares one deadline and one `/health` read: a server that does not answer
-    is not asked again under the other kind's name. An ORS server hosting several
-    environments needs `ors_env` here (`probe_environments` reads them all).
-    """
-    return _probe(base_url, kind=kind, ors_env=ors_env, timeout=timeout, every=False)[0]
-
-
-def probe_environments(
-    base_url: str, *, kind: str | None = None, ors_env: str = "", timeout: float | None = None
-) -> list[ProbeResult]:
-    """As `probe_environment`, but an ORS server hosting several environments, with no
-    `ors_env` chosen, gives one result per environment, in the server's order (at most
-    MAX_ORS_ENVIRONMENTS), all read within the one deadline: one fails, the probe fails."""
-    return _probe(base_url, kind=kind, ors_env=ors_env, timeout=timeout, every=True)
-
-
-def _probe(
-    base_url: str, *, kind: str | None, ors_env: str, timeout: float | None, every: bool
-) -> list[ProbeResult]:
-    if kind not in (None, "", "openenv", "ors", "harbor"):
-        raise ProbeError(f"kind '{kind}' cannot be probed over HTTP")
-    with ProbeSession(base_url, timeout) as probe:
-        if kind == "harbor":
-            return [harbor_probe(probe)]
-        if kind == "openenv":
-            return [_openenv(probe)]
-        if kind == "ors":
-            return _ors_choosing(probe, ors_env, every=every)
-        try:
-            detected = _openenv(probe)
-        except ProbeError as openenv_error:
-            if probe.health is None or probe.expired:
-                raise
-            try:
-                return _ors_choosing(probe, ors_env, every=every)
-            except OrsChoiceNeeded:
-                raise  # it is an ORS server: the OpenEnv attempt's failure is beside the point
-            except ProbeError as ors_error:
-                if isinstance(openenv_error, ServerUnreadable) and isinstance(ors_error, ServerUnreadable):
-                    raise ors_error from None
-                if isinstance(openenv_error, PathMissing) and isinstance(ors_error, PathMissing | ServerUnreadable):
-                    # It answers as neither kind: what it lacks of OpenEnv's (the nearer kind,
-                    # whose /health it shares) is the one reason; the ORS miss adds no other.
-                    raise openenv_error from None
-                raise ProbeError(
-                    f"not an OpenEnv server ({openenv_error}) nor an Open Reward Standard server ({ors_error})"
-                ) from None
-        # A Harbor server answers as an OpenEnv MCP server too; its `run_rollout` tool tells it
-        # apart (registering it as OpenEnv would let GRPO runs call that tool as a model's tool).
-        if detected.metadata.get("style") == "mcp" and any(t.get("name") == "run_rollout" for t in detected.tools):
-            return [harbor_probe(probe)]
-        return [detected]
-
-
-def _ors_choosing(probe: ProbeSession, ors_env: str, *, every: bool) -> list[ProbeResult]:
+def ors_results(probe: ProbeSession, ors_env: str, *, every: bool) -> list[ProbeResult]:
     """Probe `ors_env`, or the server's only environment, or (`every`) each of its environments;
     several and none chosen, without `every`, is an error."""
     names = _ors_names(probe)

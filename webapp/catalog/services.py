@@ -34,6 +34,13 @@ from webapp.catalog.capacity import (
     CAPACITY_LEARNED,
     CAPACITY_PROBED,
 )
+from webapp.catalog.kinds import (
+    KINDS,
+    environment_kind,
+    kind_names,
+    probe_environment,
+    probe_environments,
+)
 from webapp.catalog.models import Environment
 from webapp.catalog.names import name_is_reserved, own_names_taken, reserved_name_refusal
 from webapp.catalog.probe import (
@@ -42,8 +49,6 @@ from webapp.catalog.probe import (
     ProbeResult,
     normalise_base_url,
     probe_capacity,
-    probe_environment,
-    probe_environments,
 )
 from webapp.catalog.selectors import RUN_CONTAINER, environment_active_runs
 from webapp.catalog.signals import environment_unshared
@@ -68,9 +73,14 @@ def _measured_metadata(metadata: dict[str, Any], measured: CapacityResult) -> di
     return {**kept, "capacity_source": CAPACITY_AT_LEAST, "capacity_stopped_by": measured.stopped_by}
 
 
-# Kinds whose servers refuse a `/ws` session past their limit with CAPACITY_REACHED, so it can be
-# measured (a Harbor server is an OpenEnv server; a session boots no sandbox until `run_rollout`).
-MEASURABLE_KINDS = (Environment.Kind.OPENENV, Environment.Kind.HARBOR)
+def _capacity_measurable(kind: str) -> bool:
+    found = environment_kind(kind)
+    return found is not None and found.capacity_measurable
+
+
+def _measurable_refusal() -> str:
+    labels = [kind.label for kind in KINDS.values() if kind.capacity_measurable]
+    return f"capacity can be measured on {' and '.join(labels)} servers only"
 
 
 class EnvironmentRejected(InvalidInput):
@@ -278,8 +288,8 @@ def _check_fields(
     name_errors = environment_name_errors(owner=owner, name=name, allow_reserved=allow_reserved)
     if name_errors:
         errors["name"] = name_errors
-    if kind not in ("", Environment.Kind.OPENENV, Environment.Kind.ORS, Environment.Kind.HARBOR):
-        errors["kind"] = [f"unknown kind '{kind}'; use openenv, ors or harbor (or leave it empty to detect it)"]
+    if kind and environment_kind(kind) is None:
+        errors["kind"] = [f"unknown kind '{kind}'; use {kind_names()} (or leave it empty to detect it)"]
     if capacity is not None and not (1 <= capacity <= 100_000):
         errors["capacity"] = ["capacity must be between 1 and 100000"]
     sources = [bool(base_url), bool(image), bool(ors_catalog)]
@@ -505,10 +515,8 @@ def _register(
     names = _entry_names(name=name, results=results)
     capacity_metadata: dict[str, Any] = {"capacity_source": CAPACITY_DECLARED} if capacity is not None else {}
     if measure_capacity and capacity is None:
-        if results[0].kind not in MEASURABLE_KINDS:
-            raise EnvironmentRejected({"capacity": [
-                "capacity can be measured on OpenEnv and Harbor servers only; declare it"
-            ]})
+        if not _capacity_measurable(results[0].kind):
+            raise EnvironmentRejected({"capacity": [f"{_measurable_refusal()}; declare it"]})
         try:
             measured = probe_capacity(base_url)
         except ProbeError as exc:
@@ -596,8 +604,8 @@ def environment_set_shared(*, environment: Environment, shared: bool) -> Environ
 
 def environment_measure_capacity(*, environment: Environment) -> Environment:
     """Measure an OpenEnv server's capacity now and store it."""
-    if environment.kind not in MEASURABLE_KINDS:
-        raise EnvironmentRejected({"capacity": ["capacity can be measured on OpenEnv and Harbor servers only"]})
+    if not _capacity_measurable(environment.kind):
+        raise EnvironmentRejected({"capacity": [_measurable_refusal()]})
     active = environment_active_runs(environment=environment)
     if active:
         # Measuring opens sessions until the server refuses: the runs' rollouts would be refused too.

@@ -19,8 +19,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from envs.registry import recorded_adapter, solver_keys
+from webapp.catalog.kinds import KINDS, environment_kind, probe_environment
 from webapp.catalog.models import Environment
-from webapp.catalog.probe import ProbeError, probe_environment
+from webapp.catalog.probe import ProbeError
 from webapp.catalog.selectors import environments_visible_to
 from webapp.core import leases
 from webapp.core.quota import WorkQuotaExceeded, lock_owner, work_quota_check
@@ -55,8 +56,10 @@ def _environment_error(environment: Environment | None, environment_id: int) -> 
     if environment is None:
         # The same message for an environment that exists but is not the user's.
         return f"no environment with id {environment_id}"
-    if environment.kind != Environment.Kind.OPENENV:
-        return f"environment '{environment.name}' ({environment.kind}) cannot be evaluated here: only OpenEnv servers"
+    kind = environment_kind(environment.kind)
+    if kind is None or not kind.evaluable:
+        playable = " and ".join(k.label for k in KINDS.values() if k.evaluable)
+        return f"environment '{environment.name}' ({environment.kind}) cannot be evaluated here: only {playable} servers"
     try:
         probe = probe_environment(environment.base_url, kind=environment.kind)
         problem = "" if probe.healthy else probe.error

@@ -19,8 +19,9 @@ from django.utils import timezone
 from envs import capacity as limits
 from envs.netguard import OutboundRefused, check_outbound_url
 from webapp.catalog.capacity import capacity_is_lower_bound, capacity_shown
+from webapp.catalog.kinds import environment_kind, probe_environment
 from webapp.catalog.models import Environment
-from webapp.catalog.probe import ProbeError, probe_environment
+from webapp.catalog.probe import ProbeError
 from webapp.catalog.selectors import environments_visible_to
 from webapp.core import leases
 from webapp.core.errors import StateConflict
@@ -214,28 +215,21 @@ def run_config_check(*, config: RunConfig, user: User) -> dict[str, list[str]]:
         if environment is None:
             errors[key] = [f"no environment with id {item.environment}"]
             continue
-        if (environment.kind == Environment.Kind.HARBOR) != (config.harness is not None):
+        kind = environment_kind(environment.kind)
+        if kind is None:
+            errors[key] = [f"environment '{environment.name}' ({environment.kind}) cannot be trained on here"]
+            continue
+        if (kind.trains_in == "harness") != (config.harness is not None):
             errors[key] = [
-                f"environment '{environment.name}' is a Harbor server: it trains in a harness run (give `harness`)"
-                if environment.kind == Environment.Kind.HARBOR
+                f"environment '{environment.name}' is a {kind.label} server: it trains in a harness run (give `harness`)"
+                if kind.trains_in == "harness"
                 else f"a harness run trains on a Harbor server; '{environment.name}' is {environment.kind}"
             ]
             continue
-        if environment.kind == Environment.Kind.HARBOR:
+        if kind.trains_in == "harness":
             errors.update(_harness_errors(config=config, environment=environment))
-        elif environment.kind not in (Environment.Kind.OPENENV, Environment.Kind.ORS):
-            errors[key] = [f"environment '{environment.name}' ({environment.kind}) cannot be trained on here"]
-            continue
-        if environment.kind == Environment.Kind.OPENENV and not item.prompt.strip():
-            errors[f"environments.{index}.prompt"] = [
-                f"give the prompt of each '{environment.name}' episode (only ORS tasks bring their own)"
-            ]
-        if environment.kind == Environment.Kind.ORS:
-            splits = (environment.metadata or {}).get("splits") or {}
-            if splits and item.split not in splits:
-                errors[f"environments.{index}.split"] = [
-                    f"'{environment.name}' has splits {', '.join(sorted(splits))}, not '{item.split}'"
-                ]
+        for field, message in kind.entry_errors(environment, item).items():
+            errors[f"environments.{index}.{field}"] = [message]
         for tool in environment.tools if isinstance(environment.tools, list) else []:
             name = str(tool.get("name", "")) if isinstance(tool, dict) else ""
             shape = _tool_shape(tool)

@@ -29,6 +29,7 @@ from envs.netguard import check_outbound_url
 from webapp.accounts.secrets import user_secret_value
 from webapp.catalog.adapters import environment_adapter
 from webapp.catalog.credentials import ors_credentials
+from webapp.catalog.kinds import environment_kind
 from webapp.catalog.models import Environment
 from webapp.runs.checkpoints import (
     checkpoint_complete,
@@ -416,7 +417,8 @@ def environment_factory(config: RunConfig, owner: Any = None) -> tuple[type[Any]
         except Exception as exc:
             mark_failure(exc, Run.Failure.CONFIG)  # a kind GRPO cannot train on, a server that is not one
             raise
-        if environment.kind == Environment.Kind.ORS:
+        kind = environment_kind(environment.kind)
+        if kind is not None and kind.tasks_from_server:  # its tasks are the episodes' rows (ORS)
             task_rows[item.name] = _ors_task_rows(environment, owner)
     if len(members) == 1:
         return next(iter(members.values())), task_rows
