@@ -110,7 +110,7 @@ def test_a_search_has_a_row_per_member_failures_included_and_judges_its_best_set
     chosen = Settings(**{**settings_for([0, 1, 2]).__dict__, "grpo_grid": {"grpo.learning_rate": [0.0001, 0.001]}})
     table = _grid_table(chosen, entries, elapsed=600.0)
     assert table["columns"][:6] == ["GRPO setting", "seed", "base", "SFT", "SFT+GRPO", "GRPO - SFT"]
-    assert [row[:6] + [row[-1]] for row in table["rows"]] == [
+    assert [[*row[:6], row[-1]] for row in table["rows"]] == [
         ["learning_rate=0.0001", 0, 8, 20, 24, 4, 10],
         ["learning_rate=0.0001", 1, 8, 18, 21, 3, 11],
         ["learning_rate=0.0001", 2, 8, 19, 24, 5, 12],
