@@ -40,18 +40,25 @@ TARGET_COLD_MS = 500
 KEEP_UP_ROUNDS = 20
 
 
-def main() -> dict[str, Any]:
+def measure_each_database(name: str) -> dict[str, Any]:
+    """Run `python -m bench.<name> <vendor>` for each of DATABASES, each in its own process;
+    the last line it prints is its result."""
     from bench.common import ROOT
 
     results: dict[str, Any] = {}
     for vendor in DATABASES:
         done = subprocess.run(
-            [sys.executable, "-m", "bench.metric_series", vendor],
+            [sys.executable, "-m", f"bench.{name}", vendor],
             cwd=ROOT, capture_output=True, text=True, timeout=1800,
         )
         if done.returncode != 0:
-            raise RuntimeError(f"metric_series on {vendor} failed:\n{done.stderr[-3000:]}")
+            raise RuntimeError(f"{name} on {vendor} failed:\n{done.stderr[-3000:]}")
         results[vendor] = json.loads(done.stdout.strip().splitlines()[-1])
+    return results
+
+
+def main() -> dict[str, Any]:
+    results = measure_each_database("metric_series")
     return {
         "benchmark": "metric_series",
         "steps": STEPS,

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from typing import Any
 
-from bench.metric_series import DATABASES, _cpu_ms, _pg_admin, _serve, _setup
+from bench.metric_series import _cpu_ms, _pg_admin, _serve, _setup, measure_each_database
 
 RUNS = 10_000
 KEYS = ("train/reward", "train/loss", "train/kl")
@@ -33,17 +32,7 @@ PG_NAME = "envlab_bench_runs_table"
 
 
 def main() -> dict[str, Any]:
-    from bench.common import ROOT
-
-    results: dict[str, Any] = {}
-    for vendor in DATABASES:
-        done = subprocess.run(
-            [sys.executable, "-m", "bench.runs_table", vendor],
-            cwd=ROOT, capture_output=True, text=True, timeout=1800,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"runs_table on {vendor} failed:\n{done.stderr[-3000:]}")
-        results[vendor] = json.loads(done.stdout.strip().splitlines()[-1])
+    results = measure_each_database("runs_table")
     return {
         "benchmark": "runs_table",
         "runs": RUNS,

@@ -2,15 +2,17 @@
 
 A bundled client names its three models; actions go out as their fields (metadata only
 when set), observations and states come back validated by the same models the server uses.
+``open_sync`` gives the synchronous client each bundled package exports as ``open_<name>_env``.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
 from openenv.core.env_server.types import Action, Observation, State
+from openenv.core.sync_client import SyncEnvClient
 
 ActT = TypeVar("ActT", bound=Action)
 ObsT = TypeVar("ObsT", bound=Observation)
@@ -20,6 +22,11 @@ StateT = TypeVar("StateT", bound=State)
 class TypedEnvClient(EnvClient[ActT, ObsT, StateT], Generic[ActT, ObsT, StateT]):
     observation_cls: ClassVar[type[Observation]]
     state_cls: ClassVar[type[State]]
+
+    @classmethod
+    def open_sync(cls, base_url: str, **kwargs: Any) -> SyncEnvClient[ActT, ObsT, StateT]:
+        """A synchronous client (not yet connected; use it as a context manager)."""
+        return cast(SyncEnvClient[ActT, ObsT, StateT], cls(base_url=base_url, **kwargs).sync())
 
     def _step_payload(self, action: ActT) -> dict[str, Any]:
         payload: dict[str, Any] = action.model_dump(exclude={"metadata"})

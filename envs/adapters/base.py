@@ -160,6 +160,21 @@ class ClipsToolText:
                 setattr(cls, name, _clipping(member))
 
 
+class EpisodeOutcome:
+    """What the trainer reads from an adapter about its current episode (and reward terms,
+    envs/adapters/attributes.py, read `rewards`): cleared when an adapter is made and when
+    each episode starts."""
+
+    def _new_episode_outcome(self) -> None:
+        self.reward: float = 0.0
+        self.rewards: list[float | None] = []
+        self.lost = False
+        self.lost_reason = ""
+        self.done = False
+        self.tool_calls = 0
+        self.tool_failures = 0
+
+
 def _cap_messages(client: Any) -> Any:
     """openenv's client takes WebSocket messages of up to 100 MB; the lab takes
     ENVLAB_MAX_RESPONSE_BYTES (read when the client connects). It also follows up to ten
@@ -244,7 +259,7 @@ def episode_reward_after(rule: str, so_far: float | None, reward: float) -> floa
     return so_far + reward if rule == "sum" else max(so_far, reward)
 
 
-class OpenEnvAdapter(ClipsToolText):
+class OpenEnvAdapter(ClipsToolText, EpisodeOutcome):
     # The episode-reward rule (EPISODE_REWARD_RULES); envs.registry names each bundled one's.
     episode_reward: ClassVar[EpisodeReward] = "sum"
     base_url: ClassVar[str] = ""
@@ -258,15 +273,9 @@ class OpenEnvAdapter(ClipsToolText):
         self._client: Any = None
         self._episode_id: str | None = None
         self._steps = 0
-        self.reward: float = 0.0
-        self.lost = False
-        self.lost_reason = ""
-        self.done = False
-        self.tool_calls = 0
-        self.tool_failures = 0
-        # Reward terms read these (envs/adapters/attributes.py): every step's reward, and the
-        # last step's metadata (numeric entries, rubric_scores, reward_signals).
-        self.rewards: list[float | None] = []
+        self._new_episode_outcome()
+        # Reward terms read this (envs/adapters/attributes.py) besides every step's reward:
+        # the last step's metadata (numeric entries, rubric_scores, reward_signals).
         self._last_metadata: dict[str, Any] = {}
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -285,14 +294,8 @@ class OpenEnvAdapter(ClipsToolText):
     def _start(self, **reset_kwargs: Any) -> Any:
         """Close the previous episode's client, open a fresh one and reset it."""
         self._close()
-        self.reward = 0.0
-        self.lost = False
-        self.lost_reason = ""
-        self.done = False
-        self.tool_calls = 0
-        self.tool_failures = 0
+        self._new_episode_outcome()
         self._steps = 0
-        self.rewards = []
         self._last_metadata = {}
 
         def attempt() -> Any:

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 from envs import netguard
 from envs.adapters import outage, toolstats
-from envs.adapters.base import ClipsToolText, EpisodeLost, clip_tool_text
+from envs.adapters.base import ClipsToolText, EpisodeLost, EpisodeOutcome, clip_tool_text
 from envs.adapters.ors_limits import cap_api_sessions, cap_pinger
 from envs.adapters.tool_metrics import (
     EXECUTION_ERROR,
@@ -367,7 +367,7 @@ def _tool_method(spec: Any) -> Callable[..., str]:
 # --- the adapter -----------------------------------------------------------------------
 
 
-class OrsAdapter(ClipsToolText):
+class OrsAdapter(ClipsToolText, EpisodeOutcome):
     """One rollout's ORS session. Build subclasses with `ors_adapter_class`."""
 
     env_name: ClassVar[str] = ""  # a label (the run's name for the environment)
@@ -383,13 +383,7 @@ class OrsAdapter(ClipsToolText):
             raise TypeError("OrsAdapter is abstract: build a class with ors_adapter_class(...)")
         self._session: Any = None
         self._task_index: int | None = None
-        self.rewards: list[float | None] = []
-        self.reward: float = 0.0
-        self.lost = False
-        self.lost_reason = ""
-        self.done = False
-        self.tool_calls = 0
-        self.tool_failures = 0
+        self._new_episode_outcome()
 
     def reset(self, **row: Any) -> str | None:
         """Close the previous session and open one on ``row["task_index"]`` of
@@ -409,13 +403,7 @@ class OrsAdapter(ClipsToolText):
                 f"row asks for split {split!r}; {self.env_name!r} has {list(self.splits)}"
             )
         self._close()
-        self.rewards = []
-        self.reward = 0.0
-        self.lost = False
-        self.lost_reason = ""
-        self.done = False
-        self.tool_calls = 0
-        self.tool_failures = 0
+        self._new_episode_outcome()
         self._task_index = index
         try:
             # A fresh session each attempt, retried while the server is out of reach (envs/adapters/outage.py).

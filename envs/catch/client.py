@@ -17,10 +17,6 @@ Server-side errors (over capacity, stepping a finished episode) surface as
 
 from __future__ import annotations
 
-from typing import Any, cast
-
-from openenv.core.sync_client import SyncEnvClient
-
 from envs.catch.models import CatchAction, CatchObservation, CatchState
 from envs.typed_client import TypedEnvClient
 
@@ -32,11 +28,5 @@ class CatchEnv(TypedEnvClient[CatchAction, CatchObservation, CatchState]):
     state_cls = CatchState
 
 
-def open_catch_env(
-    base_url: str, **kwargs: Any
-) -> SyncEnvClient[CatchAction, CatchObservation, CatchState]:
-    """A synchronous catch client (not yet connected; use it as a context manager)."""
-    return cast(
-        SyncEnvClient[CatchAction, CatchObservation, CatchState],
-        CatchEnv(base_url=base_url, **kwargs).sync(),
-    )
+# A synchronous catch client (not yet connected; use it as a context manager).
+open_catch_env = CatchEnv.open_sync

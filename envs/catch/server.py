@@ -21,10 +21,10 @@ import random
 import uuid
 from typing import Any, Protocol
 
-from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
+from envs.bundled_app import create_bundled_app
 from envs.catch.models import (
     COLUMNS,
     MAX_STEPS,
@@ -33,7 +33,7 @@ from envs.catch.models import (
     CatchObservation,
     CatchState,
 )
-from envs.common import max_concurrent_envs, require_open_episode, serve
+from envs.common import require_open_episode, serve
 
 try:
     import pyspiel  # type: ignore[import-not-found, unused-ignore]  # optional wheel, no stubs
@@ -247,21 +247,9 @@ def _grid_size(name: str, value: object, default: int, *, low: int, high: int) -
     return value
 
 
-app = create_app(
-    CatchEnvironment,
-    CatchAction,
-    CatchObservation,
-    env_name=ENV_NAME,
-    max_concurrent_envs=max_concurrent_envs(),
-    state_cls=CatchState,
+app, envlab_marker = create_bundled_app(
+    CatchEnvironment, CatchAction, CatchObservation, CatchState, name=ENV_NAME, version=ENV_VERSION
 )
-
-
-@app.get("/envlab", include_in_schema=False)
-def envlab_marker() -> dict[str, str]:
-    """envlab's marker: this is its bundled catch server, so the bundled adapter applies
-    (envs.registry.bundled_match also checks the ``/schema`` action)."""
-    return {"envlab_bundled": ENV_NAME, "version": ENV_VERSION}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,10 +16,6 @@ Server-side errors (over capacity, stepping a finished episode) surface as
 
 from __future__ import annotations
 
-from typing import Any, cast
-
-from openenv.core.sync_client import SyncEnvClient
-
 from envs.echo.models import EchoAction, EchoObservation, EchoState
 from envs.typed_client import TypedEnvClient
 
@@ -31,11 +27,5 @@ class EchoEnv(TypedEnvClient[EchoAction, EchoObservation, EchoState]):
     state_cls = EchoState
 
 
-def open_echo_env(
-    base_url: str, **kwargs: Any
-) -> SyncEnvClient[EchoAction, EchoObservation, EchoState]:
-    """A synchronous echo client (not yet connected; use it as a context manager)."""
-    return cast(
-        SyncEnvClient[EchoAction, EchoObservation, EchoState],
-        EchoEnv(base_url=base_url, **kwargs).sync(),
-    )
+# A synchronous echo client (not yet connected; use it as a context manager).
+open_echo_env = EchoEnv.open_sync

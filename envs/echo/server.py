@@ -12,11 +12,11 @@ import difflib
 import uuid
 from typing import Any
 
-from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from envs.common import max_concurrent_envs, require_open_episode, serve
+from envs.bundled_app import create_bundled_app
+from envs.common import require_open_episode, serve
 from envs.echo.models import (
     MAX_MESSAGE_CHARS,
     MAX_STEPS,
@@ -123,21 +123,9 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
         )
 
 
-app = create_app(
-    EchoEnvironment,
-    EchoAction,
-    EchoObservation,
-    env_name=ENV_NAME,
-    max_concurrent_envs=max_concurrent_envs(),
-    state_cls=EchoState,
+app, envlab_marker = create_bundled_app(
+    EchoEnvironment, EchoAction, EchoObservation, EchoState, name=ENV_NAME, version=ENV_VERSION
 )
-
-
-@app.get("/envlab", include_in_schema=False)
-def envlab_marker() -> dict[str, str]:
-    """envlab's marker: this is its bundled echo server, so the bundled adapter applies
-    (envs.registry.bundled_match also checks the ``/schema`` action)."""
-    return {"envlab_bundled": ENV_NAME, "version": ENV_VERSION}
 
 
 def main(argv: list[str] | None = None) -> None:

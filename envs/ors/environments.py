@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from openreward.environments import Environment, TextBlock, ToolOutput, tool
 from pydantic import BaseModel, Field
@@ -62,8 +62,29 @@ class GuessInput(BaseModel):
     )
 
 
-class Echo(Environment):
+class _BundledEnvironment(Environment):
+    """What the bundled environments share: the splits of envs/ors/tasks.py, their tasks
+    from ``TASKS``, and a count of the session's tool calls. Not served itself."""
+
+    TASKS: ClassVar[Mapping[str, Sequence[Mapping[str, Any]]]]
+
+    def __init__(self, task_spec: Mapping[str, Any] | None, secrets: dict[str, str] | None) -> None:
+        super().__init__(task_spec=dict(task_spec or {}), secrets=secrets or {})
+        self.calls = 0
+
+    @classmethod
+    def list_splits(cls) -> Sequence[str]:
+        return list(SPLITS)
+
+    @classmethod
+    def list_tasks(cls, split: str) -> Sequence[Mapping[str, Any]]:
+        return cls.TASKS[split]
+
+
+class Echo(_BundledEnvironment):
     """Repeat the task's phrase with the ``echo`` tool (at most four calls)."""
+
+    TASKS = ECHO_TASKS
 
     def __init__(
         self, task_spec: Mapping[str, Any] | None = None, secrets: dict[str, str] | None = None
@@ -73,17 +94,8 @@ class Echo(Environment):
             raise ValueError("task_spec.phrase must be a non-empty string")
         if len(phrase) > ECHO_MAX_PHRASE_CHARS:
             raise ValueError(f"task_spec.phrase is longer than {ECHO_MAX_PHRASE_CHARS} characters")
-        super().__init__(task_spec=dict(task_spec or {}), secrets=secrets or {})
+        super().__init__(task_spec, secrets)
         self.phrase = phrase.strip()
-        self.calls = 0
-
-    @classmethod
-    def list_splits(cls) -> Sequence[str]:
-        return list(SPLITS)
-
-    @classmethod
-    def list_tasks(cls, split: str) -> Sequence[Mapping[str, Any]]:
-        return ECHO_TASKS[split]
 
     def get_prompt(self) -> list[TextBlock]:
         return [
@@ -108,8 +120,10 @@ class Echo(Environment):
         )
 
 
-class GuessNumber(Environment):
+class GuessNumber(_BundledEnvironment):
     """Find a hidden whole number with the ``guess`` tool; each miss says higher or lower."""
+
+    TASKS = GUESS_TASKS
 
     def __init__(
         self, task_spec: Mapping[str, Any] | None = None, secrets: dict[str, str] | None = None
@@ -119,17 +133,8 @@ class GuessNumber(Environment):
             raise ValueError("task_spec.target must be an integer")
         if not GUESS_LOW <= target <= GUESS_HIGH:
             raise ValueError(f"task_spec.target must be from {GUESS_LOW} to {GUESS_HIGH}")
-        super().__init__(task_spec=dict(task_spec or {}), secrets=secrets or {})
+        super().__init__(task_spec, secrets)
         self.target = target
-        self.calls = 0
-
-    @classmethod
-    def list_splits(cls) -> Sequence[str]:
-        return list(SPLITS)
-
-    @classmethod
-    def list_tasks(cls, split: str) -> Sequence[Mapping[str, Any]]:
-        return GUESS_TASKS[split]
 
     def get_prompt(self) -> list[TextBlock]:
         return [

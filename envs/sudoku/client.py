@@ -17,10 +17,6 @@ surface as ``RuntimeError("Server error: <message> (code: <CODE>)")``.
 
 from __future__ import annotations
 
-from typing import Any, cast
-
-from openenv.core.sync_client import SyncEnvClient
-
 from envs.sudoku.models import SudokuAction, SudokuObservation, SudokuState
 from envs.typed_client import TypedEnvClient
 
@@ -32,11 +28,5 @@ class SudokuEnv(TypedEnvClient[SudokuAction, SudokuObservation, SudokuState]):
     state_cls = SudokuState
 
 
-def open_sudoku_env(
-    base_url: str, **kwargs: Any
-) -> SyncEnvClient[SudokuAction, SudokuObservation, SudokuState]:
-    """A synchronous sudoku client (not yet connected; use it as a context manager)."""
-    return cast(
-        SyncEnvClient[SudokuAction, SudokuObservation, SudokuState],
-        SudokuEnv(base_url=base_url, **kwargs).sync(),
-    )
+# A synchronous sudoku client (not yet connected; use it as a context manager).
+open_sudoku_env = SudokuEnv.open_sync

@@ -26,11 +26,11 @@ import random
 import uuid
 from typing import Any
 
-from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from envs.common import max_concurrent_envs, require_open_episode, serve
+from envs.bundled_app import create_bundled_app
+from envs.common import require_open_episode, serve
 from envs.sudoku.models import (
     BOX,
     DEFAULT_BLANKS,
@@ -270,21 +270,9 @@ class SudokuEnvironment(Environment[SudokuAction, SudokuObservation, SudokuState
         )
 
 
-app = create_app(
-    SudokuEnvironment,
-    SudokuAction,
-    SudokuObservation,
-    env_name=ENV_NAME,
-    max_concurrent_envs=max_concurrent_envs(),
-    state_cls=SudokuState,
+app, envlab_marker = create_bundled_app(
+    SudokuEnvironment, SudokuAction, SudokuObservation, SudokuState, name=ENV_NAME, version=ENV_VERSION
 )
-
-
-@app.get("/envlab", include_in_schema=False)
-def envlab_marker() -> dict[str, str]:
-    """envlab's marker: this is its bundled sudoku server, so the bundled adapter applies
-    (envs.registry.bundled_match also checks the ``/schema`` action)."""
-    return {"envlab_bundled": ENV_NAME, "version": ENV_VERSION}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,10 +16,6 @@ Server-side errors (over capacity, guessing in a finished game) surface as
 
 from __future__ import annotations
 
-from typing import Any, cast
-
-from openenv.core.sync_client import SyncEnvClient
-
 from envs.typed_client import TypedEnvClient
 from envs.wordle.models import WordleAction, WordleObservation, WordleState
 
@@ -31,11 +27,5 @@ class WordleEnv(TypedEnvClient[WordleAction, WordleObservation, WordleState]):
     state_cls = WordleState
 
 
-def open_wordle_env(
-    base_url: str, **kwargs: Any
-) -> SyncEnvClient[WordleAction, WordleObservation, WordleState]:
-    """A synchronous wordle client (not yet connected; use it as a context manager)."""
-    return cast(
-        SyncEnvClient[WordleAction, WordleObservation, WordleState],
-        WordleEnv(base_url=base_url, **kwargs).sync(),
-    )
+# A synchronous wordle client (not yet connected; use it as a context manager).
+open_wordle_env = WordleEnv.open_sync

@@ -17,11 +17,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from envs.common import max_concurrent_envs, require_open_episode, serve
+from envs.bundled_app import create_bundled_app
+from envs.common import require_open_episode, serve
 from envs.wordle.models import (
     MAX_GUESSES,
     WORD_LENGTH,
@@ -223,21 +223,9 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         )
 
 
-app = create_app(
-    WordleEnvironment,
-    WordleAction,
-    WordleObservation,
-    env_name=ENV_NAME,
-    max_concurrent_envs=max_concurrent_envs(),
-    state_cls=WordleState,
+app, envlab_marker = create_bundled_app(
+    WordleEnvironment, WordleAction, WordleObservation, WordleState, name=ENV_NAME, version=ENV_VERSION
 )
-
-
-@app.get("/envlab", include_in_schema=False)
-def envlab_marker() -> dict[str, str]:
-    """envlab's marker: this is its bundled wordle server, so the bundled adapter applies
-    (envs.registry.bundled_match also checks the ``/schema`` action)."""
-    return {"envlab_bundled": ENV_NAME, "version": ENV_VERSION}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,10 +18,9 @@ from tests.envs.servers import run_env_server
 from tests.envs.wire import (
     NOT_STARTED_ERROR,
     SERVER_ENV,
+    assert_bundled_routes,
     assert_openenv_validate_passes,
     assert_session_refused,
-    envlab_metadata,
-    get_json,
     over_error,
     two_session_server,
 )
@@ -132,19 +131,14 @@ def test_reset_rejects_a_bad_seed() -> None:
 
 
 def test_http_routes(catch_url: str) -> None:
-    assert get_json(f"{catch_url}/health") == {"status": "healthy"}
-    metadata = get_json(f"{catch_url}/metadata")
-    assert metadata == envlab_metadata(
-        "catch",
-        (
-            "OpenSpiel's catch on a 10x5 grid: move the paddle left, stay or right while "
-            "the ball falls; +1 for a catch, -1 for a miss after 9 moves. reset takes a "
-            f"seed (engine: {catch_server.ENGINE})."
-        ),
+    description, schema = assert_bundled_routes(
+        catch_url, "catch", action="CatchAction", required=["direction"]
     )
-    schema = get_json(f"{catch_url}/schema")
-    assert schema["action"]["title"] == "CatchAction"
-    assert schema["action"]["required"] == ["direction"]
+    assert description == (
+        "OpenSpiel's catch on a 10x5 grid: move the paddle left, stay or right while "
+        "the ball falls; +1 for a catch, -1 for a miss after 9 moves. reset takes a "
+        f"seed (engine: {catch_server.ENGINE})."
+    )
     assert schema["action"]["properties"]["direction"]["enum"] == ["left", "stay", "right"]
     assert list(schema["observation"]["properties"]) == [
         "done",

@@ -17,9 +17,9 @@ from tests.envs.servers import free_port, run_env_server
 from tests.envs.wire import (
     NOT_STARTED_ERROR,
     SERVER_ENV,
+    assert_bundled_routes,
     assert_openenv_validate_passes,
     assert_session_refused,
-    envlab_metadata,
     get_json,
     over_error,
     two_session_server,
@@ -89,14 +89,10 @@ def test_reset_rejects_bad_target() -> None:
 
 
 def test_http_routes(echo_url: str) -> None:
-    assert get_json(f"{echo_url}/health") == {"status": "healthy"}
-    metadata = get_json(f"{echo_url}/metadata")
-    assert metadata == envlab_metadata("echo", metadata["description"])
-    assert metadata["description"].startswith("Echoes each message back")
-    schema = get_json(f"{echo_url}/schema")
-    assert set(schema) == {"action", "observation", "reset_observation", "state"}
-    assert schema["action"]["title"] == "EchoAction"
-    assert schema["action"]["required"] == ["message"]
+    description, schema = assert_bundled_routes(
+        echo_url, "echo", action="EchoAction", required=["message"]
+    )
+    assert description.startswith("Echoes each message back")
     assert schema["action"]["properties"]["message"]["maxLength"] == 2000
     assert list(schema["observation"]["properties"]) == [
         "done",

@@ -24,10 +24,9 @@ from envs.sudoku.server import (
 from tests.envs.servers import run_env_server
 from tests.envs.wire import (
     SERVER_ENV,
+    assert_bundled_routes,
     assert_openenv_validate_passes,
     assert_session_refused,
-    envlab_metadata,
-    get_json,
     over_error,
     two_session_server,
 )
@@ -144,19 +143,14 @@ def test_reset_rejects_bad_arguments() -> None:
 
 
 def test_http_routes(sudoku_url: str) -> None:
-    assert get_json(f"{sudoku_url}/health") == {"status": "healthy"}
-    metadata = get_json(f"{sudoku_url}/metadata")
-    assert metadata == envlab_metadata(
-        "sudoku",
-        (
-            "Fill a seeded 9x9 sudoku one digit at a time (reset takes seed and blanks, "
-            "1-64). Conflicting or overwriting moves are refused; the reward is the share "
-            "of blanks filled correctly, 1.0 when solved."
-        ),
+    description, schema = assert_bundled_routes(
+        sudoku_url, "sudoku", action="SudokuAction", required=["row", "column", "digit"]
     )
-    schema = get_json(f"{sudoku_url}/schema")
-    assert schema["action"]["title"] == "SudokuAction"
-    assert schema["action"]["required"] == ["row", "column", "digit"]
+    assert description == (
+        "Fill a seeded 9x9 sudoku one digit at a time (reset takes seed and blanks, "
+        "1-64). Conflicting or overwriting moves are refused; the reward is the share "
+        "of blanks filled correctly, 1.0 when solved."
+    )
     for name in ("row", "column", "digit"):
         assert schema["action"]["properties"][name]["minimum"] == 1
         assert schema["action"]["properties"][name]["maximum"] == 9

@@ -27,9 +27,9 @@ from tests.envs.servers import run_env_server
 from tests.envs.wire import (
     NOT_STARTED_ERROR,
     SERVER_ENV,
+    assert_bundled_routes,
     assert_openenv_validate_passes,
     assert_session_refused,
-    envlab_metadata,
     get_json,
     over_error,
     two_session_server,
@@ -167,14 +167,10 @@ def test_reset_validates_arguments() -> None:
 
 
 def test_http_routes(wordle_url: str) -> None:
-    assert get_json(f"{wordle_url}/health") == {"status": "healthy"}
-    meta = get_json(f"{wordle_url}/metadata")
-    assert meta == envlab_metadata("wordle", meta["description"])
-    assert meta["description"].startswith("Wordle: find a secret 5-letter word in 6 guesses")
-    schema = get_json(f"{wordle_url}/schema")
-    assert set(schema) == {"action", "observation", "reset_observation", "state"}
-    assert schema["action"]["title"] == "WordleAction"
-    assert schema["action"]["required"] == ["guess"]
+    description, schema = assert_bundled_routes(
+        wordle_url, "wordle", action="WordleAction", required=["guess"]
+    )
+    assert description.startswith("Wordle: find a secret 5-letter word in 6 guesses")
     assert schema["action"]["properties"]["guess"]["maxLength"] == 100
     assert list(schema["observation"]["properties"]) == [
         "done",

@@ -77,6 +77,22 @@ def get_json(url: str) -> Any:
         return json.load(response)
 
 
+def assert_bundled_routes(
+    url: str, name: str, *, action: str, required: list[str]
+) -> tuple[str, dict[str, Any]]:
+    """The routes every bundled server shares: /health, envlab's /metadata for `name`, and a
+    /schema whose action is `action` with the `required` fields. Returns the metadata's
+    description and the schema, for the environment's own checks."""
+    assert get_json(f"{url}/health") == {"status": "healthy"}
+    metadata = get_json(f"{url}/metadata")
+    assert metadata == envlab_metadata(name, metadata["description"])
+    schema = get_json(f"{url}/schema")
+    assert set(schema) == {"action", "observation", "reset_observation", "state"}
+    assert schema["action"]["title"] == action
+    assert schema["action"]["required"] == required
+    return metadata["description"], schema
+
+
 def assert_openenv_validate_passes(url: str, tmp_path: Path) -> None:
     """openenv's own conformance check: all six criteria pass, in simulation mode."""
     report_path = tmp_path / "report.json"

@@ -254,18 +254,37 @@ def _flash_refusal(request: HttpRequest, what: str, exc: EnvironmentRejected) ->
             messages.error(request, f"{what}: {message}")
 
 
+def _act_on_environment(
+    request: HttpRequest,
+    pk: int,
+    action: Callable[..., Environment],
+    *,
+    refused: Callable[[Environment], str],
+    done: Callable[[Environment], str],
+) -> HttpResponse:
+    """Run a service `action` on the user's environment `pk`: flash its refusal (headed by
+    `refused`) or `done`, then back to the environment's page."""
+    environment = controlled_environment(request, pk)
+    try:
+        environment = action(environment=environment)
+    except EnvironmentRejected as exc:
+        _flash_refusal(request, refused(environment), exc)
+    else:
+        messages.success(request, done(environment))
+    return redirect("environment-detail", pk=environment.pk)
+
+
 @login_required
 @throttle_posts("capacity")
 @require_POST
 def environment_measure_capacity_view(request: HttpRequest, pk: int) -> HttpResponse:
-    environment = controlled_environment(request, pk)
-    try:
-        environment = environment_measure_capacity(environment=environment)
-    except EnvironmentRejected as exc:
-        _flash_refusal(request, f"Cannot measure '{environment.name}'", exc)
-    else:
-        messages.success(request, f"'{environment.name}' capacity: {capacity_note(environment)}.")
-    return redirect("environment-detail", pk=environment.pk)
+    return _act_on_environment(
+        request,
+        pk,
+        environment_measure_capacity,
+        refused=lambda environment: f"Cannot measure '{environment.name}'",
+        done=lambda environment: f"'{environment.name}' capacity: {capacity_note(environment)}.",
+    )
 
 
 @login_required
@@ -284,14 +303,13 @@ def environment_share_view(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def environment_container_stop_view(request: HttpRequest, pk: int) -> HttpResponse:
-    environment = controlled_environment(request, pk)
-    try:
-        environment = environment_container_stop(environment=environment)
-    except EnvironmentRejected as exc:
-        _flash_refusal(request, f"Cannot stop the container of '{environment.name}'", exc)
-    else:
-        messages.success(request, f"The container of '{environment.name}' was stopped.")
-    return redirect("environment-detail", pk=environment.pk)
+    return _act_on_environment(
+        request,
+        pk,
+        environment_container_stop,
+        refused=lambda environment: f"Cannot stop the container of '{environment.name}'",
+        done=lambda environment: f"The container of '{environment.name}' was stopped.",
+    )
 
 
 # --- bundled servers --------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import inspect
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,44 +68,41 @@ class Recipe:
 # reward of steps 1-3 / 28-30 measured 0.567 / 0.928, 0.535 / 0.949 and 0.484 / 0.923 for
 # seeds 0, 1 and 2 (build 121 s, training 74-80 s on 2 shared cores). A build is
 # deterministic: the same seed gives the same weights with 1 or 2 threads.
+_DEMO = Recipe(
+    vocab_size=1024,
+    hidden_size=64,
+    intermediate_size=256,
+    num_layers=2,
+    num_heads=4,
+    head_dim=32,
+    init_std=0.08,
+    train_examples=3000,
+    max_steps=1400,
+    cooldown_steps=150,
+    converged_loss=0.03,
+    batch_size=32,
+    learning_rate=3e-3,
+    warmup_steps=50,
+    eval_samples=64,
+    exact_fraction=0.1,
+    loosen_steps=150,
+    loosen_learning_rate=2e-3,
+)
+
 RECIPES: dict[str, Recipe] = {
-    "demo": Recipe(
-        vocab_size=1024,
-        hidden_size=64,
-        intermediate_size=256,
-        num_layers=2,
-        num_heads=4,
-        head_dim=32,
-        init_std=0.08,
-        train_examples=3000,
-        max_steps=1400,
-        cooldown_steps=150,
-        converged_loss=0.03,
-        batch_size=32,
-        learning_rate=3e-3,
-        warmup_steps=50,
-        eval_samples=64,
-        exact_fraction=0.1,
-        loosen_steps=150,
-        loosen_learning_rate=2e-3,
-    ),
-    # Only needs to call the tool in a well-formed way, which comes long before copying.
-    "test": Recipe(
-        vocab_size=1024,
-        hidden_size=64,
-        intermediate_size=256,
-        num_layers=2,
-        num_heads=4,
-        head_dim=32,
-        init_std=0.08,
+    "demo": _DEMO,
+    # The demo architecture, trained less: it only needs to call the tool in a well-formed
+    # way, which comes long before copying (and it is not loosened).
+    "test": replace(
+        _DEMO,
         train_examples=800,
         max_steps=200,
         cooldown_steps=80,
-        converged_loss=0.03,
-        batch_size=32,
-        learning_rate=3e-3,
         warmup_steps=20,
         eval_samples=16,
+        exact_fraction=1.0,
+        loosen_steps=0,
+        loosen_learning_rate=0.0,
     ),
 }
 
