@@ -127,9 +127,10 @@ def render(results: dict[str, dict]) -> str:
     lines += gpu_generation_section(results.get("gpu_generation"))
     lines += gpu_lora_memory_section(results.get("gpu_lora_memory"))
     lines += loadtest_section(results.get("loadtest")) + loadtest_section(results.get("loadtest_quick"))
-    for name, title in (("learning_table", "Training that teaches: base / SFT / SFT + GRPO"),
-                        ("learning_table_search", "GRPO settings searched from the SFT model, per seed a sweep")):
-        lines += learning_table_section(learning_table(name), title)
+    lines += learning_table_section(learning_table(), "Training that teaches: base / SFT / SFT + GRPO")
+    # Every search recorded (`--grpo-grid`; learning_table_search*.json), oldest name first.
+    for path in sorted((ROOT / "bench" / "results").glob("learning_table_search*.json")):
+        lines += learning_table_section(learning_table(path.stem), "GRPO settings searched from the SFT model, a sweep per seed")
     notes = sorted({r["conditions"] for r in results.values() if r.get("conditions")})
     if notes:
         lines += ["## Conditions of the last run", "", *[f"- {n}" for n in notes], ""]

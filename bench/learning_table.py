@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import socket
 import statistics
@@ -617,8 +618,12 @@ def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: fl
 
 
 def _default_output(chosen: Settings | None = None) -> Path:
-    name = "learning_table_search" if chosen is not None and chosen.grpo_grid else "learning_table"
-    return Path(settings.BASE_DIR) / "bench" / "results" / f"{name}.json"
+    results = Path(settings.BASE_DIR) / "bench" / "results"
+    if chosen is None or not chosen.grpo_grid:
+        return results / "learning_table.json"
+    # A search is named by what it searched: another grid is another record, not an overwrite.
+    searched = "-".join(path.removeprefix("grpo.").replace("_", "") for path in sorted(chosen.grpo_grid))
+    return results / f"learning_table_search_{re.sub(r'[^a-z0-9-]', '', searched.lower())[:60]}.json"
 
 
 def _output_path(options: dict[str, Any], chosen: Settings, *, scratch: Path | None) -> Path:

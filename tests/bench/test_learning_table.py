@@ -128,3 +128,12 @@ def test_a_search_has_a_row_per_member_failures_included_and_judges_its_best_set
     assert [s["target_met"] for s in table["summary"]["settings"]] == [True, False]
     assert "best setting learning_rate=0.0001: mean gain +4.0 catches over 3 of 3 seeds" in table["verdict"]
     assert "MET" in table["verdict"] and table["summary"]["sft"] == {"mean": 19.0, "std": 1.0}
+
+
+def test_a_search_is_recorded_under_what_it_searched_and_the_table_keeps_its_file():
+    from bench.learning_table import _default_output
+
+    plain = settings_for([0])
+    searched = Settings(**{**plain.__dict__, "grpo_grid": {"grpo.temperature": [1, 1.5], "grpo.learning_rate": [1]}})
+    assert _default_output(plain).name == "learning_table.json"
+    assert _default_output(searched).name == "learning_table_search_learningrate-temperature.json"
