@@ -175,16 +175,24 @@ def _folder_facts(path: Path, marker: str) -> tuple[datetime, int] | None:
     return datetime.fromtimestamp(stamp, tz=UTC), size
 
 
+def model_config_file(folder: Path) -> str | None:
+    """What a saved model folder holds: "config.json" for full weights, ADAPTER_CONFIG for a
+    LoRA adapter alone (a run with `peft`), None when it holds neither (not saved, or half)."""
+    for name in ("config.json", ADAPTER_CONFIG):
+        if (folder / name).is_file():
+            return name
+    return None
+
+
 def run_checkpoints(*, run: Run) -> list[Checkpoint]:
     """The run's usable checkpoints, by step (the warm-up's model first, as step 0)."""
     base = run_dir(run.pk)
     found: list[Checkpoint] = []
     warmup = base / WARMUP_MODEL_DIR
-    # Full weights (config.json), or a LoRA adapter alone (a warm-up with `peft`).
-    warmup_adapter = not (warmup / "config.json").is_file() and (warmup / ADAPTER_CONFIG).is_file()
-    facts = _folder_facts(warmup, ADAPTER_CONFIG if warmup_adapter else "config.json")
+    saved = model_config_file(warmup)
+    facts = _folder_facts(warmup, saved) if saved else None
     if facts is not None:
-        found.append(Checkpoint(0, "warmup", facts[0], facts[1], warmup, adapter=warmup_adapter))
+        found.append(Checkpoint(0, "warmup", facts[0], facts[1], warmup, adapter=saved == ADAPTER_CONFIG))
     recorded = run.checkpoint_step
     try:
         entries = list(base.iterdir()) if recorded else []
@@ -203,10 +211,9 @@ def run_checkpoints(*, run: Run) -> list[Checkpoint]:
         facts = _folder_facts(entry, marker)
         if facts is None:
             continue
-        if (entry / "config.json").is_file():
-            found.append(Checkpoint(step, "grpo", facts[0], facts[1], entry))
-        elif (entry / ADAPTER_CONFIG).is_file():
-            found.append(Checkpoint(step, "grpo", facts[0], facts[1], entry, adapter=True))
+        saved = model_config_file(entry)
+        if saved:
+            found.append(Checkpoint(step, "grpo", facts[0], facts[1], entry, adapter=saved == ADAPTER_CONFIG))
     return sorted(found, key=lambda checkpoint: checkpoint.step)
 
 

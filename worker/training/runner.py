@@ -33,6 +33,7 @@ from webapp.catalog.kinds import environment_kind
 from webapp.catalog.models import Environment
 from webapp.runs.checkpoints import (
     checkpoint_complete,
+    model_config_file,
     newest_complete_checkpoint,
     run_dir,
     warmup_model_dir,
@@ -49,7 +50,7 @@ from webapp.runs.telemetry.health import HealthMonitor
 from webapp.runs.telemetry.record import LeaseLost, telemetry_record
 from webapp.settings.env import env_int
 from worker.datasets import episode_rows
-from worker.model_loading import is_adapter, load_for_training
+from worker.model_loading import load_for_training
 from worker.training.checkpoint_save import AtomicCheckpoints, remove_leftovers
 from worker.training.distributed import RankGroup, peer_lost
 from worker.training.grpo_args import grpo_config_kwargs
@@ -521,9 +522,7 @@ def train(*, run_id: int, lease_owner: str, worker_name: str) -> str:
         shutil.rmtree(warmup_dir.parent, ignore_errors=True)
     # A warm-up that ended left its model; one that did not is redone, and GRPO starts after it.
     # Its model is whole once saved: full weights, or (with `peft`) the adapter alone.
-    warmup_pending = config.sft_warmup is not None and not (
-        (warmup_dir / "config.json").is_file() or is_adapter(str(warmup_dir))
-    )
+    warmup_pending = config.sft_warmup is not None and model_config_file(warmup_dir) is None
     # A save cut short (the worker killed while saving) left a staging folder: never resumed from.
     removed = remove_leftovers(output_dir)
     # The recorded checkpoint, or the newest whole one before it should that one be gone.
