@@ -553,9 +553,13 @@ def _setting_label(params: dict[str, Any]) -> str:
 def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: float) -> dict[str, Any]:
     """The search's table: a row per member (setting x seed, failures included), a mean row
     per setting, and the verdict on the best setting against the target."""
-    base_table = _table(dataclasses.replace(chosen, grpo_grid={}), [
-        {**entry, "grpo": {"catches": 0, "reward_curve": []}} for entry in per_seed
-    ], elapsed=elapsed)
+    import platform
+
+    described = _described(chosen)
+    phases = {}
+    for phase in ("base", "sft"):
+        mean, std = _mean_std([float(entry[phase]["catches"]) for entry in per_seed])
+        phases[phase] = {"mean": round(mean, 2), "std": round(std, 2)}
     columns = ["GRPO setting", "seed", "base", "SFT", "SFT+GRPO", "GRPO - SFT", "GRPO reward, first -> last 5 steps",
                "zero-std groups", "entropy", "run"]
     by_setting: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
@@ -590,7 +594,7 @@ def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: fl
         rows.append([label, "mean +- std", "", "", "", f"{mean:+.1f} +- {std:.1f}"
                      + ("" if se is None else f" (SE {se:.1f})"), "", "", "", ""])
     best = max(settings_summary, key=lambda item: item["gain_mean"]) if settings_summary else None
-    base, sft = base_table["summary"]["base"]["mean"], base_table["summary"]["sft"]["mean"]
+    base, sft = phases["base"]["mean"], phases["sft"]["mean"]
     done = "" if len(per_seed) == len(chosen.seeds) else f"PARTIAL: {len(per_seed)} of {len(chosen.seeds)} seeds done. "
     if best is None:
         outcome = "no GRPO run finished"
@@ -606,14 +610,19 @@ def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: fl
                f"seed(s): {outcome}. {elapsed / 60:.1f} minutes in all on {os.cpu_count()} CPUs"
                f"{' (' + os.environ['ENVLAB_BENCH_NOTE'] + ')' if os.environ.get('ENVLAB_BENCH_NOTE') else ''}.")
     return {
-        **base_table,
-        "grpo": base_table["grpo"] + "; searched: " + json.dumps(chosen.grpo_grid),
-        "how": base_table["how"] + "; the GRPO runs of each seed are one sweep (POST /api/sweeps/) over the grid",
+        **described,
+        "grpo": described["grpo"] + "; searched: " + json.dumps(chosen.grpo_grid),
+        "how": described["how"] + "; the GRPO runs of each seed are one sweep (POST /api/sweeps/) over the grid",
         "columns": columns,
         "rows": rows,
         "verdict": verdict,
-        "summary": {"base": base_table["summary"]["base"], "sft": base_table["summary"]["sft"],
+        "seeds": chosen.seeds,
+        "summary": {**phases,
                     "settings": settings_summary, "best": best},
+        "per_seed": per_seed,
+        "settings": dataclasses.asdict(chosen),
+        "elapsed_seconds": round(elapsed, 1),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine()},
     }
 
 
@@ -744,6 +753,22 @@ def _table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: float) 
                f"base < SFT: {'yes' if sft > base else 'no'}, SFT < SFT+GRPO: {'yes' if gain > 0 else 'no'}. {noise}. "
                f"{elapsed / 60:.1f} minutes in all on {os.cpu_count()} CPUs"
                f"{' (' + os.environ['ENVLAB_BENCH_NOTE'] + ')' if os.environ.get('ENVLAB_BENCH_NOTE') else ''}.")
+    return {
+        **_described(chosen),
+        "columns": columns,
+        "rows": rows,
+        "verdict": verdict,
+        "seeds": chosen.seeds,
+        "summary": {**summary, "beyond_seed_noise": beyond},
+        "per_seed": per_seed,
+        "settings": dataclasses.asdict(chosen),
+        "elapsed_seconds": round(elapsed, 1),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine()},
+    }
+
+
+def _described(chosen: Settings) -> dict[str, str]:
+    """What every table says of how it was made (the keys BENCHMARKS.md's renderer reads)."""
     reward = ("the env reward with an unfinished episode scored -1 (expression `reward if reward != 0 else -1`)"
               if chosen.reward == "unfinished-minus-one" else "the plain env reward (+1 caught, -1 missed, 0 unfinished)")
     return {
@@ -758,15 +783,6 @@ def _table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: float) 
         "grpo": (f"{chosen.grpo_steps} steps, batch {chosen.grpo_batch}, {chosen.num_generations} generations, "
                  f"lr {chosen.grpo_learning_rate:g}, beta 0, temperature {chosen.temperature:g}, "
                  f"max_completion_length {chosen.max_completion_length}, {chosen.tool_rounds} tool rounds; reward: {reward}"),
-        "columns": columns,
-        "rows": rows,
-        "verdict": verdict,
-        "seeds": chosen.seeds,
-        "summary": {**summary, "beyond_seed_noise": beyond},
-        "per_seed": per_seed,
-        "settings": dataclasses.asdict(chosen),
-        "elapsed_seconds": round(elapsed, 1),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine()},
     }
 
 
