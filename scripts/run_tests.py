@@ -70,6 +70,11 @@ def run_suites(argv: list[str], redis_env: dict[str, str]) -> int:
     base_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
                 "DJANGO_SETTINGS_MODULE": "webapp.settings.test", "PYTHONUNBUFFERED": "1", **redis_env}
     base_env.pop("DATABASE_URL", None)
+    which = os.environ.get("ENVLAB_TEST_DATABASES", "both")
+    if which not in ("both", "postgres", "sqlite") or PASSES not in ("parallel", "serial"):
+        print(f"ENVLAB_TEST_DATABASES is sqlite, postgres or both (it is {which!r}); ENVLAB_TEST_PASSES is parallel "
+              f"or serial (it is {PASSES!r})", file=sys.stderr)
+        return 1
     if run([PY, "-m", "ruff", "check", "."]) != 0:
         return 1
     # The import contracts (pyproject.toml [tool.importlinter]): the apps' layers, no circles.
@@ -81,7 +86,6 @@ def run_suites(argv: list[str], redis_env: dict[str, str]) -> int:
     if run([PY, "manage.py", "makemigrations", "--check", "--dry-run"], base_env) != 0:
         print("models changed without a migration", file=sys.stderr)
         return 1
-    which = os.environ.get("ENVLAB_TEST_DATABASES", "both")
     postgres = which in ("both", "postgres") and reachable(POSTGRES_URL)
     if which == "postgres" and not postgres:
         print(f"PostgreSQL is not reachable at {POSTGRES_URL}", file=sys.stderr)
@@ -90,8 +94,8 @@ def run_suites(argv: list[str], redis_env: dict[str, str]) -> int:
         print(f"PostgreSQL not reachable at {POSTGRES_URL}: running on SQLite only", flush=True)
     postgres_args = [PY, "-m", "pytest", *extra]
     postgres_env = {**base_env, "DATABASE_URL": POSTGRES_URL}
-    if which not in ("both", "sqlite"):
-        return run(postgres_args, postgres_env) if postgres else 0
+    if which == "postgres":
+        return run(postgres_args, postgres_env)
     sqlite_args = [PY, "-m", "pytest", *extra]
     # Slow tests (minutes of training) and browser tests do not differ by database: once is enough.
     markers = SQLITE_MARKERS or ("not slow and not browser" if postgres else "")
