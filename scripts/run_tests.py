@@ -92,11 +92,13 @@ def run_suites(argv: list[str], redis_env: dict[str, str]) -> int:
         return 1
     if which == "both" and not postgres:
         print(f"PostgreSQL not reachable at {POSTGRES_URL}: running on SQLite only", flush=True)
-    postgres_args = [PY, "-m", "pytest", *extra]
+    # The slowest tests of each pass, at the end of its output: where `make test`'s time goes.
+    durations = ["--durations=40", "--durations-min=5"]
+    postgres_args = [PY, "-m", "pytest", *durations, *extra]
     postgres_env = {**base_env, "DATABASE_URL": POSTGRES_URL}
     if which == "postgres":
         return run(postgres_args, postgres_env)
-    sqlite_args = [PY, "-m", "pytest", *extra]
+    sqlite_args = [PY, "-m", "pytest", *durations, *extra]
     # Slow tests (minutes of training) and browser tests do not differ by database: once is enough.
     markers = SQLITE_MARKERS or ("not slow and not browser" if postgres else "")
     if markers:
