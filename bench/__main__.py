@@ -128,6 +128,7 @@ def render(results: dict[str, dict]) -> str:
     lines += gpu_lora_memory_section(results.get("gpu_lora_memory"))
     lines += loadtest_section(results.get("loadtest")) + loadtest_section(results.get("loadtest_quick"))
     lines += learning_table_section(learning_table(), "Training that teaches: base / SFT / SFT + GRPO")
+    lines += learning_table_section(learning_table("learning_table_wordle"), "Wordle: base / SFT / SFT + GRPO")
     # Every search recorded (`--grpo-grid`; learning_table_search*.json), oldest name first.
     for path in sorted((ROOT / "bench" / "results").glob("learning_table_search*.json")):
         lines += learning_table_section(learning_table(path.stem), "GRPO settings searched from the SFT model, a sweep per seed")
@@ -143,7 +144,7 @@ def learning_table_section(table: dict | None, title: str) -> list[str]:
         lines += [
             f"## {title} ({table['date']})",
             "",
-            f"Catches out of {table['episodes']}; {table['environment']}. {table['how']}. "
+            f"{table.get('score', 'Catches')} out of {table['episodes']}; {table['environment']}. {table['how']}. "
             f"SFT: {table['sft']}. GRPO: {table['grpo']}.",
             "",
             "| " + " | ".join(table["columns"]) + " |",

@@ -40,6 +40,7 @@ SCRATCH_MARK = "ENVLAB_LEARNING_TABLE_SCRATCH"
 DEFAULT_REDIS_DB = 11  # the app uses 0, bench 8, the tests 9 (webapp/settings/test.py)
 CATCH_PROMPT = "Catch the ball: use move or stay."  # worker/demo_model/catch.py's prompt
 RECIPE_NAME = "catch-unfinished-minus-one"
+WORDLE_RECIPE_NAME = "wordle-win-or-greens"
 # A ball that has not landed when the episode ends scores -1 like a miss (the env reward
 # gives it 0, which beats a miss: a run can learn to stop calling tools).
 UNFINISHED_MINUS_ONE = [
@@ -51,6 +52,35 @@ UNFINISHED_MINUS_ONE = [
     }
 ]
 ENV_REWARD = [{"name": "env_reward", "kind": "env_reward", "weight": 1.0}]
+# Wordle: 1 for the word, else a tenth of the most greens one guess got (0 to 0.5), so a
+# model that never wins still has something to climb (a tiny model wins almost never).
+WIN_OR_GREENS = [
+    {"name": "env_reward", "kind": "env_reward", "weight": 1.0},
+    {"name": "greens", "kind": "partial_credit", "weight": 1.0,
+     "params": {"attribute": "best_greens", "scale": 0.1}},
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Game:
+    """What the table needs of a bundled game: its server key, the prompt, the evaluation
+    column that counts (per model, of `episodes`), how a base model is made, and the reward."""
+
+    key: str
+    prompt: str
+    score: str  # the evaluation result's column: "catches" (Catch's own) or "wins"
+    score_label: str
+    base: str  # the demo-model variant built per seed as the base model
+    base_label: str
+
+
+GAMES = {
+    "catch": Game("catch", CATCH_PROMPT, "catches", "Catches", "catch-base",
+                  "`catch-base` demo model (knows the move tool, not the game)"),
+    # The echo demo model knows the tool-call format and nothing of Wordle (envs/wordle/lab.py's prompt).
+    "wordle": Game("wordle", "Play Wordle: find the secret five-letter word with the guess tool.", "wins",
+                   "Words found", "demo", "`demo` echo model (knows the tool-call format, not Wordle)"),
+}
 TERMINAL = ("succeeded", "failed", "cancelled")
 # What a GRPO run's metrics say about why it learned or did not (TRL's names): the share of
 # groups whose completions all scored the same (no advantage, no gradient), the policy's
@@ -87,10 +117,21 @@ class Settings:
     # GRPO settings searched per seed ({dotted run-config path: values}), one sweep per seed
     # through the API; empty: the one recipe above (a sweep of one run).
     grpo_grid: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
+    game: str = "catch"
+
+    @property
+    def played(self) -> Game:
+        return GAMES[self.game]
+
+    def reset(self) -> dict[str, int]:
+        """The reset options of every episode (Catch's grid; Wordle takes none)."""
+        return {"rows": self.rows, "columns": self.columns} if self.game == "catch" else {}
 
     def base_recipe(self) -> Any:
-        from worker.demo_model.training import CATCH_BASE
+        from worker.demo_model.training import CATCH_BASE, RECIPES
 
+        if self.game != "catch":  # the demo model; a smoke check takes the smaller test build
+            return RECIPES["test"] if self.quick else RECIPES[self.played.base]
         recipe = dataclasses.replace(CATCH_BASE, rows=self.rows, columns=self.columns)
         if self.quick:  # a smoke check: a model that barely learned the format
             recipe = dataclasses.replace(
@@ -100,6 +141,10 @@ class Settings:
         return recipe
 
 
+# The SFT warm-up the guide's table uses (the options' defaults); a search from another SFT
+# model is recorded under a name that says so (_default_output).
+SFT_DEFAULTS = {"warmup_episodes": 300, "warmup_epochs": 3, "warmup_learning_rate": 3e-3}
+SFT_NAMED = (("warmup_episodes", "sftepisodes"), ("warmup_epochs", "sftepochs"), ("warmup_learning_rate", "sftlr"))
 QUICK = {
     "episodes": 4, "warmup_episodes": 8, "warmup_epochs": 1, "grpo_steps": 2, "grpo_batch": 4,
     "num_generations": 2, "max_completion_length": 96,
@@ -113,14 +158,17 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--game", default="catch", choices=sorted(GAMES),
+                            help="the bundled game (catch: the guide's table; wordle: the second game searched)")
         parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (base build, warm-up, GRPO)")
         parser.add_argument("--episodes", type=int, default=30, help="evaluation episodes per model")
         parser.add_argument("--eval-seed", type=int, default=1000, help="seed of the evaluation episodes")
         parser.add_argument("--rows", type=int, default=4, help="catch grid rows (moves = rows - 1)")
         parser.add_argument("--columns", type=int, default=3, help="catch grid columns")
-        parser.add_argument("--warmup-episodes", type=int, default=300, help="solver episodes of the SFT warm-up")
-        parser.add_argument("--warmup-epochs", type=int, default=3)
-        parser.add_argument("--warmup-learning-rate", type=float, default=3e-3)
+        parser.add_argument("--warmup-episodes", type=int, default=SFT_DEFAULTS["warmup_episodes"],
+                            help="solver episodes of the SFT warm-up")
+        parser.add_argument("--warmup-epochs", type=int, default=SFT_DEFAULTS["warmup_epochs"])
+        parser.add_argument("--warmup-learning-rate", type=float, default=SFT_DEFAULTS["warmup_learning_rate"])
         parser.add_argument("--grpo-steps", type=int, default=20)
         parser.add_argument("--grpo-batch", type=int, default=16, help="completions per GRPO step")
         parser.add_argument("--num-generations", type=int, default=8)
@@ -130,7 +178,8 @@ class Command(BaseCommand):
         parser.add_argument("--tool-rounds", type=int, default=5, help="max tool-calling iterations")
         parser.add_argument(
             "--reward", choices=["unfinished-minus-one", "env"], default="unfinished-minus-one",
-            help="GRPO reward: the env reward with an unfinished episode scored -1 (default), or the plain env reward",
+            help="GRPO reward: the game's shaped reward (default; Catch: an unfinished episode scored -1; Wordle: "
+                 "0.1 x best greens when the word is not found), or the plain env reward",
         )
         parser.add_argument(
             "--grpo-grid", default="",
@@ -187,7 +236,7 @@ class Command(BaseCommand):
         env.setdefault("ENVLAB_TORCH_THREADS", "2")
         env.pop("CELERY_BROKER_URL", None)
         argv = [sys.executable, "-m", "bench.learning_table"]
-        for name in ("seeds", "episodes", "eval_seed", "rows", "columns", "warmup_episodes",
+        for name in ("game", "seeds", "episodes", "eval_seed", "rows", "columns", "warmup_episodes",
                      "warmup_epochs", "warmup_learning_rate", "grpo_steps", "grpo_batch",
                      "num_generations", "grpo_learning_rate", "temperature", "max_completion_length",
                      "tool_rounds", "reward", "grpo_grid", "output", "dir"):
@@ -223,23 +272,23 @@ class Command(BaseCommand):
                                               "--prefetch-multiplier", "1", "--loglevel", "INFO",
                                               "--without-gossip", "--without-mingle"], log_dir))
             capacity = max(16, chosen.grpo_batch * 2)
-            server = bundled_start(key="catch", capacity=capacity, wait=START_SECONDS)
+            server = bundled_start(key=chosen.game, capacity=capacity, wait=START_SECONDS)
             if server.status != "running":
-                raise CommandError(f"the catch server did not start: {server.last_error}")
-            self._say(started, f"scratch installation in {scratch}: web :{port}, worker, catch at {server.url} "
+                raise CommandError(f"the {chosen.game} server did not start: {server.last_error}")
+            self._say(started, f"scratch installation in {scratch}: web :{port}, worker, {chosen.game} at {server.url} "
                                f"(logs in {log_dir})")
             api = HttpApi(f"http://127.0.0.1:{port}", token)
             _wait(lambda: api.ok("/login/"), START_SECONDS, "the web server", services)
             _wait(lambda: bool(api.get("/api/workers/")), START_SECONDS, "the worker's heartbeat", services)
             # 'catch' itself is the bundled entry's name, which registration reserves.
-            response = api.post("/api/environments/", {"name": "catch-bench", "base_url": server.url,
+            response = api.post("/api/environments/", {"name": f"{chosen.game}-bench", "base_url": server.url,
                                                         "capacity": capacity})
             self._measure(api, chosen, output, environment=int(response["id"]), started=started,
                           services=services)
         finally:
             for process in reversed(services):
                 _stop(process)
-            bundled_stop(key="catch")
+            bundled_stop(key=chosen.game)
 
     # --- the recipe -------------------------------------------------------------------
 
@@ -251,27 +300,29 @@ class Command(BaseCommand):
                  started: float | None = None, services: list[Any] | None = None) -> None:
         started = started if started is not None else time.monotonic()
         say = lambda message: self._say(started, message)  # noqa: E731
+        game = chosen.played
         if environment is None:
-            # The bundled catch server's entry first: names are unique per owner only.
+            # The bundled server's entry first: names are unique per owner only.
             listed = api.get("/api/environments/")
-            named = [e for e in listed if (e.get("metadata") or {}).get("bundled") == "catch"]
-            named += [e for e in listed if e.get("name") == "catch" and e not in named]
+            named = [e for e in listed if (e.get("metadata") or {}).get("bundled") == game.key]
+            named += [e for e in listed if e.get("name") == game.key and e not in named]
             if not named:
-                raise CommandError("no environment named 'catch' in that lab: give --environment")
+                raise CommandError(f"no environment named {game.key!r} in that lab: give --environment")
             environment = int(named[0]["id"])
         rewards = self._rewards(api, chosen)
-        reset = {"rows": chosen.rows, "columns": chosen.columns}
+        reset = chosen.reset()
         per_seed = []
         for seed in chosen.seeds:
             seed_started = time.monotonic()
-            say(f"seed {seed}: building the catch-base model ({chosen.rows}x{chosen.columns})")
+            say(f"seed {seed}: building the {game.base} base model"
+                + (f" ({chosen.rows}x{chosen.columns})" if chosen.game == "catch" else ""))
             base = self._base_model(chosen, seed, say)
             phases: dict[str, Any] = {}
             phases["base"] = self._evaluate(api, chosen, environment, base, reset, say, services, f"seed {seed} base")
             sft = api.post("/api/runs/", {
                 "name": f"learning-table-sft-s{seed}",
                 "model": base,
-                "environments": [{"environment": environment, "name": "catch", "prompt": CATCH_PROMPT,
+                "environments": [{"environment": environment, "name": game.key, "prompt": game.prompt,
                                   "rows": chosen.warmup_episodes, "reset": reset}],
                 "sft_warmup": {"kind": "sft", "source": "solver", "episodes": chosen.warmup_episodes,
                            "epochs": chosen.warmup_epochs, "learning_rate": chosen.warmup_learning_rate,
@@ -289,7 +340,7 @@ class Command(BaseCommand):
             grpo_base = {
                 "name": f"learning-table-grpo-s{seed}",
                 "model": {"run": sft_run["id"], "checkpoint": 0},
-                "environments": [{"environment": environment, "name": "catch", "prompt": CATCH_PROMPT,
+                "environments": [{"environment": environment, "name": game.key, "prompt": game.prompt,
                                   "rows": max(64, chosen.grpo_steps * chosen.grpo_batch // chosen.num_generations),
                                   "reset": reset}],
                 "rewards": rewards,
@@ -316,8 +367,8 @@ class Command(BaseCommand):
                 phases["grpo"] = only
             phases["seconds"] = round(time.monotonic() - seed_started, 1)
             per_seed.append({"seed": seed, **phases})
-            grpo_catches = ", ".join(str(m.get("catches", m["status"])) for m in members)
-            say(f"seed {seed}: base {phases['base']['catches']}, SFT {phases['sft']['catches']}, "
+            grpo_catches = ", ".join(str(m.get(game.score, m["status"])) for m in members)
+            say(f"seed {seed}: base {phases['base'][game.score]}, SFT {phases['sft'][game.score]}, "
                 f"SFT+GRPO {grpo_catches} of {chosen.episodes} ({phases['seconds'] / 60:.1f} min)")
             if len(per_seed) < len(chosen.seeds):  # what is done so far, should the rest not finish
                 self._record(chosen, per_seed, output, started, say, final=False)
@@ -338,26 +389,33 @@ class Command(BaseCommand):
     def _rewards(self, api: HttpApi, chosen: Settings) -> Any:
         if chosen.reward == "env":
             return ENV_REWARD
-        body = {"name": RECIPE_NAME, "description": "Catch: the env reward, an unfinished episode -1",
-                "terms": UNFINISHED_MINUS_ONE}
-        existing = [r for r in api.get("/api/reward-recipes/") if r.get("name") == RECIPE_NAME]
+        if chosen.game == "wordle":
+            name, body = WORDLE_RECIPE_NAME, {"name": WORDLE_RECIPE_NAME, "terms": WIN_OR_GREENS,
+                                              "description": "Wordle: 1 for the word, else 0.1 x best greens"}
+        else:
+            name, body = RECIPE_NAME, {"name": RECIPE_NAME, "terms": UNFINISHED_MINUS_ONE,
+                                       "description": "Catch: the env reward, an unfinished episode -1"}
+        existing = [r for r in api.get("/api/reward-recipes/") if r.get("name") == name]
         recipe = api.put(f"/api/reward-recipes/{existing[0]['id']}/", body) if existing else api.post(
             "/api/reward-recipes/", body)
         return {"recipe": int(recipe["id"])}
 
     def _base_model(self, chosen: Settings, seed: int, say: Any) -> str:
-        """demo:catch-base-<rows>x<columns>[-quick]-s<seed>, built unless that build exists."""
+        """demo:catch-base-<rows>x<columns>[-quick]-s<seed> (Catch) or demo:<game>-base-<variant>-s<seed>,
+        built unless that build exists."""
         from worker.demo_model import build_demo_model, demo_model_path, is_built, read_manifest
 
         recipe = chosen.base_recipe()
-        name = f"catch-base-{chosen.rows}x{chosen.columns}{'-quick' if chosen.quick else ''}-s{seed}"
+        quick = "-quick" if chosen.quick else ""
+        name = (f"catch-base-{chosen.rows}x{chosen.columns}{quick}-s{seed}" if chosen.game == "catch"
+                else f"{chosen.game}-base-{chosen.played.base}{quick}-s{seed}")
         path = demo_model_path(name, settings.MODELS_DIR)
         if is_built(path):
             manifest = read_manifest(path)
             if manifest.get("recipe") == dataclasses.asdict(recipe) and manifest.get("seed") == seed:
                 say(f"  demo:{name} already built with this recipe and seed: reused")
                 return f"demo:{name}"
-        build_demo_model(path, variant="catch-base", seed=seed, recipe=recipe,
+        build_demo_model(path, variant=chosen.played.base, seed=seed, recipe=recipe,
                          progress=lambda message: say(f"  {message}"))
         return f"demo:{name}"
 
@@ -408,7 +466,7 @@ class Command(BaseCommand):
                        reset: dict[str, int], say: Any, services: list[Any] | None, what: str) -> list[dict[str, Any]]:
         created = api.post("/api/evaluations/", {
             "environment": environment, "models": models, "episodes": chosen.episodes,
-            "seed": chosen.eval_seed, "prompt": CATCH_PROMPT, "reset": reset,
+            "seed": chosen.eval_seed, "prompt": chosen.played.prompt, "reset": reset,
             "max_completion_length": chosen.max_completion_length,
             "max_tool_calling_iterations": chosen.tool_rounds,
         })
@@ -418,10 +476,11 @@ class Command(BaseCommand):
         if evaluation["status"] != "succeeded":
             raise CommandError(f"evaluation {created['id']} {evaluation['status']}: {evaluation['error']}")
         found = []
+        score = chosen.played.score
         for row in evaluation["results"]:
-            say(f"{what}: {row['catches']} of {row['episodes']} caught (mean reward {row['mean_reward']:.3f})"
+            say(f"{what}: {score} {row[score]} of {row['episodes']} (mean reward {row['mean_reward']:.3f})"
                 + (f" [{row.get('model', '')}]" if len(models) > 1 else ""))
-            found.append({"evaluation": evaluation["id"], "catches": int(row["catches"]),
+            found.append({"evaluation": evaluation["id"], score: int(row[score]),
                           "mean_reward": row["mean_reward"], "tool_calls": row["tool_calls"],
                           "tool_failures": row["tool_failures"]})
         return found
@@ -499,7 +558,10 @@ def _settings(options: dict[str, Any]) -> Settings:
         for key, small in QUICK.items():
             if values[key] == parser_defaults[key]:
                 values[key] = small
+    if options.get("game", "catch") not in GAMES:
+        raise CommandError(f"--game is one of {', '.join(sorted(GAMES))}")
     chosen = Settings(seeds=seeds, quick=bool(options["quick"]), grpo_grid=_grid(options.get("grpo_grid") or ""),
+                      game=options.get("game", "catch"),
                       **values)
     checks = [
         (1 <= chosen.episodes <= 200, "--episodes is 1 to 200"),
@@ -556,9 +618,10 @@ def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: fl
     import platform
 
     described = _described(chosen)
+    key = chosen.played.score
     phases = {}
     for phase in ("base", "sft"):
-        mean, std = _mean_std([float(entry[phase]["catches"]) for entry in per_seed])
+        mean, std = _mean_std([float(entry[phase][key]) for entry in per_seed])
         phases[phase] = {"mean": round(mean, 2), "std": round(std, 2)}
     columns = ["GRPO setting", "seed", "base", "SFT", "SFT+GRPO", "GRPO - SFT", "GRPO reward, first -> last 5 steps",
                "zero-std groups", "entropy", "run"]
@@ -575,13 +638,13 @@ def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: fl
             curve = "" if first is None else f"{first:.2f} -> {last:.2f}"
             diagnostics = member.get("diagnostics") or {}
             zero, entropy = diagnostics.get("frac_reward_zero_std"), diagnostics.get("entropy")
-            if "catches" in member:
-                gain = member["catches"] - entry["sft"]["catches"]
+            if key in member:
+                gain = member[key] - entry["sft"][key]
                 gains.append(gain)
-                result: list[Any] = [member["catches"], gain]
+                result: list[Any] = [member[key], gain]
             else:
                 result = [f"{member['status']}: {member.get('error', '')[:80]}", ""]
-            rows.append([label, entry["seed"], entry["base"]["catches"], entry["sft"]["catches"], *result, curve,
+            rows.append([label, entry["seed"], entry["base"][key], entry["sft"][key], *result, curve,
                          "" if zero is None else f"{zero:.2f}", "" if entropy is None else f"{entropy:.3f}",
                          member["run"]])
         mean, std = _mean_std([float(g) for g in gains]) if gains else (0.0, 0.0)
@@ -599,13 +662,13 @@ def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: fl
     if best is None:
         outcome = "no GRPO run finished"
     else:
-        outcome = (f"best setting {best['setting']}: mean gain {best['gain_mean']:+.1f} catches over "
+        outcome = (f"best setting {best['setting']}: mean gain {best['gain_mean']:+.1f} {key} over "
                    f"{best['succeeded']} of {best['seeds']} seeds"
                    + ("" if best["gain_se"] is None else f", 2 standard errors {2 * best['gain_se']:.1f}")
-                   + f"; target (gain >= {TARGET_CATCHES} catches and >= 2 standard errors, 3 seeds or more): "
+                   + f"; target (gain >= {TARGET_CATCHES} {key} and >= 2 standard errors, 3 seeds or more): "
                    + ("MET" if best["target_met"] else "NOT met"))
     verdict = (f"{done}{'quick smoke check, numbers meaningless. ' if chosen.quick else ''}"
-               f"Mean catches of {chosen.episodes}: base {base:.1f}, SFT {sft:.1f}; base < SFT: "
+               f"Mean {key} of {chosen.episodes}: base {base:.1f}, SFT {sft:.1f}; base < SFT: "
                f"{'yes' if sft > base else 'no'}. {len(settings_summary)} GRPO setting(s) x {len(chosen.seeds)} "
                f"seed(s): {outcome}. {elapsed / 60:.1f} minutes in all on {os.cpu_count()} CPUs"
                f"{' (' + os.environ['ENVLAB_BENCH_NOTE'] + ')' if os.environ.get('ENVLAB_BENCH_NOTE') else ''}.")
@@ -628,11 +691,16 @@ def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: fl
 
 def _default_output(chosen: Settings | None = None) -> Path:
     results = Path(settings.BASE_DIR) / "bench" / "results"
+    game = "" if chosen is None or chosen.game == "catch" else f"_{chosen.game}"
     if chosen is None or not chosen.grpo_grid:
-        return results / "learning_table.json"
-    # A search is named by what it searched: another grid is another record, not an overwrite.
+        return results / f"learning_table{game}.json"
+    # A search is named by what it searched (and by its game and SFT warm-up where they are
+    # not the guide's): another grid or another SFT model is another record, not an overwrite.
     searched = "-".join(path.removeprefix("grpo.").replace("_", "") for path in sorted(chosen.grpo_grid))
-    return results / f"learning_table_search_{re.sub(r'[^a-z0-9-]', '', searched.lower())[:60]}.json"
+    warmup = "".join(f"-{short}{getattr(chosen, name):g}" for name, short in SFT_NAMED
+                     if getattr(chosen, name) != SFT_DEFAULTS[name])
+    name = re.sub(r"[^a-z0-9.-]", "", (searched + warmup).lower())[:80]
+    return results / f"learning_table_search{game}_{name}.json"
 
 
 def _output_path(options: dict[str, Any], chosen: Settings, *, scratch: Path | None) -> Path:
@@ -726,8 +794,9 @@ def _table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: float) 
     rows: list[list[Any]] = []
     for entry in per_seed:
         first, last = _reward_ends(entry["grpo"]["reward_curve"])
-        rows.append([entry["seed"], entry["base"]["catches"], entry["sft"]["catches"], entry["grpo"]["catches"],
-                     entry["grpo"]["catches"] - entry["sft"]["catches"],
+        key = chosen.played.score
+        rows.append([entry["seed"], entry["base"][key], entry["sft"][key], entry["grpo"][key],
+                     entry["grpo"][key] - entry["sft"][key],
                      "" if first is None else f"{first:.2f} -> {last:.2f}", round(entry["seconds"] / 60, 1)])
     summary: dict[str, Any] = {}
     for index, key in ((1, "base"), (2, "sft"), (3, "grpo"), (4, "gain")):
@@ -745,11 +814,11 @@ def _table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: float) 
     else:
         # Beyond seed noise: the mean gain at least twice its standard error over seeds, and positive.
         beyond = gain > 0 and gain >= 2 * spread / n**0.5
-        noise = (f"mean GRPO gain {gain:+.1f} catches, std {spread:.1f} over {n} seeds: "
+        noise = (f"mean GRPO gain {gain:+.1f} {chosen.played.score}, std {spread:.1f} over {n} seeds: "
                  f"{'beyond' if beyond else 'NOT beyond'} seed noise (2 standard errors)")
     done = "" if n == len(chosen.seeds) else f"PARTIAL: {n} of {len(chosen.seeds)} seeds done. "
     verdict = (f"{done}{'quick smoke check, numbers meaningless. ' if chosen.quick else ''}"
-               f"Mean catches of {chosen.episodes}: base {base:.1f}, SFT {sft:.1f}, SFT+GRPO {summary['grpo']['mean']:.1f}; "
+               f"Mean {chosen.played.score} of {chosen.episodes}: base {base:.1f}, SFT {sft:.1f}, SFT+GRPO {summary['grpo']['mean']:.1f}; "
                f"base < SFT: {'yes' if sft > base else 'no'}, SFT < SFT+GRPO: {'yes' if gain > 0 else 'no'}. {noise}. "
                f"{elapsed / 60:.1f} minutes in all on {os.cpu_count()} CPUs"
                f"{' (' + os.environ['ENVLAB_BENCH_NOTE'] + ')' if os.environ.get('ENVLAB_BENCH_NOTE') else ''}.")
@@ -769,13 +838,24 @@ def _table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: float) 
 
 def _described(chosen: Settings) -> dict[str, str]:
     """What every table says of how it was made (the keys BENCHMARKS.md's renderer reads)."""
-    reward = ("the env reward with an unfinished episode scored -1 (expression `reward if reward != 0 else -1`)"
-              if chosen.reward == "unfinished-minus-one" else "the plain env reward (+1 caught, -1 missed, 0 unfinished)")
+    game = chosen.played
+    if chosen.reward == "env":
+        reward = ("the plain env reward (+1 caught, -1 missed, 0 unfinished)" if chosen.game == "catch"
+                  else "the plain env reward (1 for the word, else 0)")
+    elif chosen.game == "catch":
+        reward = "the env reward with an unfinished episode scored -1 (expression `reward if reward != 0 else -1`)"
+    else:
+        reward = "1 for the word, else 0.1 x the most greens of one guess (env_reward + partial_credit best_greens)"
+    environment = (f"catch, {chosen.rows} rows x {chosen.columns} columns ({chosen.rows - 1} moves), bundled server"
+                   if chosen.game == "catch" else f"{chosen.game}, bundled server")
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "environment": f"catch, {chosen.rows} rows x {chosen.columns} columns ({chosen.rows - 1} moves), bundled server",
+        "game": chosen.game,
+        "score": game.score_label,
+        "environment": environment,
         "episodes": f"{chosen.episodes} greedy episodes, evaluation seed {chosen.eval_seed} (the same episodes for every model)",
-        "how": ("`python -m bench.learning_table` (make learning-table): base `catch-base` demo model built per seed, "
+        "how": (f"`python -m bench.learning_table{'' if chosen.game == 'catch' else ' --game ' + chosen.game}` "
+                f"(make learning-table): base {game.base_label} built per seed, "
                 "the lab's SFT warm-up run (`grpo: null`), GRPO run from its checkpoint 0, and evaluations, "
                 "all through the REST API and one Celery worker"),
         "sft": (f"{chosen.warmup_episodes} solver episodes, {chosen.warmup_epochs} epochs, "

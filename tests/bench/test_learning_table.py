@@ -137,3 +137,34 @@ def test_a_search_is_recorded_under_what_it_searched_and_the_table_keeps_its_fil
     searched = Settings(**{**plain.__dict__, "grpo_grid": {"grpo.temperature": [1, 1.5], "grpo.learning_rate": [1]}})
     assert _default_output(plain).name == "learning_table.json"
     assert _default_output(searched).name == "learning_table_search_learningrate-temperature.json"
+
+
+def test_another_game_or_another_sft_model_is_another_record():
+    from bench.learning_table import _default_output
+
+    plain = settings_for([0])
+    grid = {"grpo.learning_rate": [1]}
+    lighter_sft = Settings(**{**plain.__dict__, "grpo_grid": grid, "warmup_epochs": 1})
+    wordle = Settings(**{**plain.__dict__, "grpo_grid": grid, "game": "wordle"})
+    assert _default_output(lighter_sft).name == "learning_table_search_learningrate-sftepochs1.json"
+    assert _default_output(wordle).name == "learning_table_search_wordle_learningrate.json"
+    assert _default_output(Settings(**{**plain.__dict__, "game": "wordle"})).name == "learning_table_wordle.json"
+
+
+def test_a_wordle_search_counts_words_found_and_asks_for_no_grid(monkeypatch):
+    monkeypatch.delenv("ENVLAB_BENCH_NOTE", raising=False)
+    chosen = Settings(**{**settings_for([0, 1, 2]).__dict__, "game": "wordle",
+                         "grpo_grid": {"grpo.learning_rate": [0.0003]}})  # fmt: skip
+    assert chosen.reset() == {} and settings_for([0]).reset() == {"rows": 4, "columns": 3}
+    entries = [
+        {"seed": seed, "base": {"wins": 0}, "sft": {"wins": sft},
+         "members": [{"params": {"grpo.learning_rate": 0.0003}, "run": seed + 2, "status": "succeeded",
+                      "wins": grpo, "reward_curve": [[1, 0.1], [2, 0.2]], "diagnostics": {}}]}
+        for seed, sft, grpo in ((0, 1, 1), (1, 0, 2), (2, 2, 1))
+    ]  # fmt: skip
+    table = _grid_table(chosen, entries, elapsed=60.0)
+    assert [row[2:6] for row in table["rows"][:3]] == [[0, 1, 1, 0], [0, 0, 2, 2], [0, 2, 1, -1]]
+    assert table["score"] == "Words found" and table["environment"] == "wordle, bundled server"
+    assert "--game wordle" in table["how"] and "partial_credit best_greens" in table["grpo"]
+    assert table["verdict"].startswith("Mean wins of 30: base 0.0, SFT 1.0; base < SFT: yes.")
+    assert "mean gain +0.3 wins over 3 of 3 seeds" in table["verdict"]
