@@ -15,7 +15,7 @@ from typing import Any, BinaryIO, NoReturn, TypeVar
 
 import typer
 
-from envlab_client.client import TERMINAL_RUN_STATUSES, Client, EnvlabError
+from envlab_client.client import TERMINAL_RUN_STATUSES, Client, EnvlabError, Evaluation
 from envlab_client.config import load_login, save_login
 
 app = typer.Typer(help="Drive an envlab lab: environments, runs, evaluations, recipes.", no_args_is_help=True)
@@ -111,7 +111,7 @@ def login(
 @envs_app.command("list")
 def envs_list(as_json: bool = JsonOption) -> None:
     """Every environment you can see."""
-    listing(answer(Client.environments), ["id", "name", "kind", "status", "base_url", "capacity", "shared"], as_json)
+    listing(answer(lambda api: api.environments()), ["id", "name", "kind", "status", "base_url", "capacity", "shared"], as_json)
 
 
 @envs_app.command("register")
@@ -256,7 +256,7 @@ def runs_watch(run_id: int) -> None:
 @runs_app.command("list")
 def runs_list(as_json: bool = JsonOption) -> None:
     """Your runs, newest first."""
-    listing(answer(Client.runs), ["id", "name", "status", "step", "max_steps", "model", "created_at"], as_json)
+    listing(answer(lambda api: api.runs()), ["id", "name", "status", "step", "max_steps", "model", "created_at"], as_json)
 
 
 @runs_app.command("show")
@@ -343,15 +343,16 @@ def evals_run(
 ) -> None:
     """Evaluate models on the same seeded episodes."""
     models: list[Any] = [_model_spec(m) for m in model]
-    api = client()
-    try:
+
+    def evaluated(api: Client) -> Evaluation:
         evaluation = api.evaluate(environment, models, episodes=episodes, seed=seed)
         if wait:
             while evaluation["status"] not in ("succeeded", "failed", "cancelled"):
                 time.sleep(2)
                 evaluation = api.evaluation(evaluation["id"])
-    except EnvlabError as exc:
-        fail(str(exc))
+        return evaluation
+
+    evaluation = answer(evaluated)
     if as_json:
         show(evaluation)
     else:
@@ -375,7 +376,7 @@ def _model_spec(text: str) -> Any:
 
 @evals_app.command("list")
 def evals_list(as_json: bool = JsonOption) -> None:
-    listing(answer(Client.evaluations), ["id", "status", "environment_name", "episodes", "created_at"], as_json)
+    listing(answer(lambda api: api.evaluations()), ["id", "status", "environment_name", "episodes", "created_at"], as_json)
 
 
 @evals_app.command("show")
@@ -388,7 +389,7 @@ def evals_show(evaluation_id: int) -> None:
 
 @recipes_app.command("list")
 def recipes_list(as_json: bool = JsonOption) -> None:
-    listing(answer(Client.recipes), ["id", "name", "latest_version", "updated_at"], as_json)
+    listing(answer(lambda api: api.recipes()), ["id", "name", "latest_version", "updated_at"], as_json)
 
 
 @recipes_app.command("show")
