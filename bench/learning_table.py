@@ -250,27 +250,15 @@ class Command(BaseCommand):
             raise CommandError(f"the learning table failed (exit {code}); logs in {scratch / 'log'}")
 
     def _in_scratch(self, scratch: Path, chosen: Settings, output: Path) -> None:
-        import redis
-        from django.core.management import call_command
-
         started = time.monotonic()
-        call_command("migrate", verbosity=0)
-        redis.Redis.from_url(settings.REDIS_URL).flushdb()
-        token = _scratch_token()
-        log_dir = scratch / "log"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        port = _free_port()
+        _reset_stores()
+        token, log_dir, port = _scratch_setup(scratch)
         services: list[subprocess.Popen[bytes]] = []
         from webapp.catalog.bundled import bundled_start, bundled_stop
 
         try:
-            services.append(_spawn("web", [sys.executable, "-m", "uvicorn", "webapp.asgi:application",
-                                           "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-                                   log_dir))
-            services.append(_spawn("worker", [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker",
-                                              "-Q", "train,default", "-n", "learning-table@%h", "--concurrency", "1",
-                                              "--prefetch-multiplier", "1", "--loglevel", "INFO",
-                                              "--without-gossip", "--without-mingle"], log_dir))
+            services.append(_spawn("web", _web_command(port), log_dir))
+            services.append(_spawn("worker", _worker_command("learning-table@%h"), log_dir))
             capacity = max(16, chosen.grpo_batch * 2)
             server = bundled_start(key=chosen.game, capacity=capacity, wait=START_SECONDS)
             if server.status != "running":
@@ -718,6 +706,35 @@ def _redis_url(given: str) -> str:
         return given
     parts = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
     return urlunsplit((parts.scheme or "redis", parts.netloc or "127.0.0.1:6379", f"/{DEFAULT_REDIS_DB}", "", ""))
+
+
+def _reset_stores() -> None:
+    """Migrate the scratch database and empty its Redis database."""
+    import redis
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+
+
+def _scratch_setup(scratch: Path) -> tuple[str, Path, int]:
+    """An API token, the folder for the services' logs and a free port for the web server."""
+    token = _scratch_token()
+    log_dir = scratch / "log"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    return token, log_dir, _free_port()
+
+
+def _web_command(port: int) -> list[str]:
+    return [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+            "--log-level", "warning"]
+
+
+def _worker_command(node: str) -> list[str]:
+    """A Celery worker on the train and default queues, one task at a time."""
+    return [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", "train,default", "-n", node,
+            "--concurrency", "1", "--prefetch-multiplier", "1", "--loglevel", "INFO", "--without-gossip",
+            "--without-mingle"]
 
 
 def _scratch_token() -> str:

@@ -403,11 +403,18 @@ def _config(env_id: int, index: int) -> dict[str, Any]:
 
 
 def _in_scratch(root: Path, scratch: Path, chosen: Options) -> dict[str, Any]:
-    import redis
     from django.conf import settings
-    from django.core.management import call_command
 
-    from bench.learning_table import HttpApi, _free_port, _scratch_token, _spawn, _stop, _wait
+    from bench.learning_table import (
+        HttpApi,
+        _reset_stores,
+        _scratch_setup,
+        _spawn,
+        _stop,
+        _wait,
+        _web_command,
+        _worker_command,
+    )
     from webapp.catalog.bundled import bundled_start, bundled_stop
     from worker.demo_model import build_demo_model, demo_model_path, is_built
 
@@ -416,25 +423,17 @@ def _in_scratch(root: Path, scratch: Path, chosen: Options) -> dict[str, Any]:
     def say(message: str) -> None:
         print(f"[{time.monotonic() - started:7.1f}s] {message}", flush=True)
 
-    call_command("migrate", verbosity=0)
-    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    _reset_stores()
     if not is_built(demo_model_path("echo", settings.MODELS_DIR)):
         say("building demo:echo first (minutes)")
         build_demo_model(demo_model_path("echo", settings.MODELS_DIR), variant="demo")
-    token = _scratch_token()
-    log_dir = scratch / "log"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    token, log_dir, port = _scratch_setup(scratch)
     services: list[subprocess.Popen[bytes]] = []
     try:
-        services.append(_spawn("web", [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--host",
-                                       "127.0.0.1", "--port", str(port), "--log-level", "warning"], log_dir))
+        services.append(_spawn("web", _web_command(port), log_dir))
         for index in range(chosen.runs):
             nice = ["nice", "-n", str(chosen.worker_nice)] if chosen.worker_nice else []
-            services.append(_spawn(f"worker-{index}", [
-                *nice, sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", "train,default",
-                "-n", f"loadtest-{index}@%h", "--concurrency", "1", "--prefetch-multiplier", "1",
-                "--loglevel", "INFO", "--without-gossip", "--without-mingle"], log_dir))
+            services.append(_spawn(f"worker-{index}", [*nice, *_worker_command(f"loadtest-{index}@%h")], log_dir))
         server = bundled_start(key="echo", capacity=max(16, 8 * chosen.runs), wait=START_SECONDS)
         if server.status != "running":
             raise RuntimeError(f"the echo server did not start: {server.last_error}")

@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
 
 STEPS = 100_000
@@ -74,12 +75,7 @@ def main() -> dict[str, Any]:
 
 
 def _fill(run_id: int, keys: list[str]) -> None:
-    """2M rows: COPY on PostgreSQL, executemany on SQLite; the ORM would take minutes."""
-    from django.db import connection, transaction
-
-    from webapp.runs.models import MetricPoint
-
-    table = connection.ops.quote_name(MetricPoint._meta.db_table)
+    """2M rows, written by `_write_points`."""
 
     def rows(chunk: int) -> list[tuple[int, int, str, float, int]]:
         out = []
@@ -91,16 +87,28 @@ def _fill(run_id: int, keys: list[str]) -> None:
                 out.append((run_id, step, key, value, step * KEYS + index))
         return out
 
+    _write_points(rows(chunk) for chunk in range(0, STEPS, 5_000))
+
+
+def _write_points(batches: Iterable[list[tuple[int, int, str, float, int]]]) -> None:
+    """Metric points (run_id, step, key, value, seq), a batch at a time, in one transaction:
+    COPY on PostgreSQL, executemany on SQLite (the ORM would take minutes). Then the table
+    statistics a served database has."""
+    from django.db import connection, transaction
+
+    from webapp.runs.models import MetricPoint
+
+    table = connection.ops.quote_name(MetricPoint._meta.db_table)
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             with cursor.cursor.copy(f'COPY {table} (run_id, step, "key", "value", seq) FROM STDIN') as copy:
-                for chunk in range(0, STEPS, 5_000):
-                    for row in rows(chunk):
+                for batch in batches:
+                    for row in batch:
                         copy.write_row(row)
         else:
             sql = f'INSERT INTO {table} (run_id, step, "key", "value", seq) VALUES (%s, %s, %s, %s, %s)'
-            for chunk in range(0, STEPS, 5_000):
-                cursor.executemany(sql, rows(chunk))
+            for batch in batches:
+                cursor.executemany(sql, batch)
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             # A served database has been checkpointed long since: reads through a 280 MB

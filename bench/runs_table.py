@@ -19,7 +19,14 @@ import sys
 import time
 from typing import Any
 
-from bench.metric_series import _cpu_ms, _pg_admin, _serve, _setup, measure_each_database
+from bench.metric_series import (
+    _cpu_ms,
+    _pg_admin,
+    _serve,
+    _setup,
+    _write_points,
+    measure_each_database,
+)
 
 RUNS = 10_000
 KEYS = ("train/reward", "train/loss", "train/kl")
@@ -48,11 +55,11 @@ def main() -> dict[str, Any]:
 
 def _fill(user_id: int) -> None:
     """RUNS runs (every 10th failed, every 7th tagged "lr-sweep", groups of 20) and their
-    points: COPY on PostgreSQL, executemany on SQLite; the ORM would take minutes."""
-    from django.db import connection, transaction
+    points, written by `_write_points` 500 runs at a time."""
+    from django.db import transaction
     from django.utils import timezone
 
-    from webapp.runs.models import MetricPoint, Run, RunTag
+    from webapp.runs.models import Run, RunTag
 
     now = timezone.now()
     with transaction.atomic():
@@ -69,7 +76,6 @@ def _fill(user_id: int) -> None:
         )
         ids = list(Run.objects.filter(owner_id=user_id).order_by("pk").values_list("pk", flat=True))
         RunTag.objects.bulk_create([RunTag(run_id=pk, slug="lr-sweep") for i, pk in enumerate(ids) if i % 7 == 0])
-    table = connection.ops.quote_name(MetricPoint._meta.db_table)
 
     def rows(pk: int) -> list[tuple[int, int, str, float, int]]:
         return [
@@ -77,22 +83,7 @@ def _fill(user_id: int) -> None:
             for step in range(1, STEPS + 1) for index, key in enumerate(KEYS)
         ]
 
-    with transaction.atomic(), connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            with cursor.cursor.copy(f'COPY {table} (run_id, step, "key", "value", seq) FROM STDIN') as copy:
-                for pk in ids:
-                    for row in rows(pk):
-                        copy.write_row(row)
-        else:
-            sql = f'INSERT INTO {table} (run_id, step, "key", "value", seq) VALUES (%s, %s, %s, %s, %s)'
-            for start in range(0, len(ids), 500):
-                cursor.executemany(sql, [row for pk in ids[start : start + 500] for row in rows(pk)])
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            cursor.execute("ANALYZE")
-        else:
-            cursor.execute("VACUUM ANALYZE")
+    _write_points([row for pk in ids[start : start + 500] for row in rows(pk)] for start in range(0, len(ids), 500))
 
 
 def _stats(samples: list[float]) -> dict[str, float]:

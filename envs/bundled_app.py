@@ -1,15 +1,46 @@
-"""The FastAPI app every bundled OpenEnv server builds: openenv's app plus envlab's marker."""
+"""What every bundled OpenEnv server shares: its environment's state and metadata
+(`BundledEnvironment`) and its FastAPI app, openenv's app plus envlab's marker."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, ClassVar, Generic, TypeVar
 
 from fastapi import FastAPI
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.types import Action, Observation, State
+from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 
 from envs.common import max_concurrent_envs
+
+StateT = TypeVar("StateT", bound=State)
+
+
+class BundledEnvironment(Generic[StateT]):
+    """Mixed in before openenv's ``Environment`` (or ``MCPEnvironment``) by every bundled
+    environment: it keeps its episode in ``self._state`` (all state is per instance, so
+    sessions run concurrently) and describes itself with the class's ``NAME``,
+    ``VERSION`` and ``DESCRIPTION``."""
+
+    SUPPORTS_CONCURRENT_SESSIONS: bool = True
+    NAME: ClassVar[str]
+    VERSION: ClassVar[str]
+    DESCRIPTION: ClassVar[str]
+    _state: StateT
+
+    @property
+    def state(self) -> StateT:
+        return self._state
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        return EnvironmentMetadata(
+            name=self.NAME, description=self.DESCRIPTION, version=self.VERSION, author="envlab"
+        )
+
+    def _episode_metadata(self, max_steps: int) -> dict[str, Any]:
+        """What every observation's ``metadata`` starts with."""
+        state = self._state
+        return {"episode_id": state.episode_id, "step_count": state.step_count, "max_steps": max_steps}
 
 
 def create_bundled_app(

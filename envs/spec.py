@@ -138,3 +138,12 @@ def mean(values: Sequence[float]) -> float | None:
 def attribute_sum(attributes: Sequence[Mapping[str, float]], name: str) -> int:
     """An attribute summed over a model's episodes, as a whole count."""
     return int(sum(float(a.get(name, 0.0)) for a in attributes))
+
+
+def summed(name: str) -> ColumnValue:
+    """The value of a column that sums the attribute `name` over a model's episodes."""
+
+    def value(played: Sequence[Mapping[str, Any]], attributes: Sequence[Mapping[str, float]]) -> int:
+        return attribute_sum(attributes, name)
+
+    return value

@@ -1,21 +1,6 @@
 """The Catch environment (OpenSpiel's catch) as the lab knows it (envs/spec.py)."""
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
-from envs.spec import (
-    COMMON_ATTRIBUTES,
-    AdapterSpec,
-    BundledSpec,
-    Column,
-    attribute_sum,
-    openenv_server,
-)
-
-
-def catches(played: Sequence[Mapping[str, Any]], attributes: Sequence[Mapping[str, float]]) -> int:
-    return attribute_sum(attributes, "catches")
-
+from envs.spec import COMMON_ATTRIBUTES, AdapterSpec, BundledSpec, Column, openenv_server, summed
 
 LAB = BundledSpec(
     **openenv_server("catch", "Catch", 8103),
@@ -31,6 +16,6 @@ LAB = BundledSpec(
     ),
     ranges={"catches": (0.0, 1.0)},
     prompt="Play Catch: move the paddle with the move tool so that it catches the falling ball.",
-    columns=(Column("catches", "balls caught, all episodes", catches),),
+    columns=(Column("catches", "balls caught, all episodes", summed("catches")),),
     renderer="catch",
 )

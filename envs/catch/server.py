@@ -22,9 +22,8 @@ import uuid
 from typing import Any, Protocol
 
 from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.types import EnvironmentMetadata
 
-from envs.bundled_app import create_bundled_app
+from envs.bundled_app import BundledEnvironment, create_bundled_app
 from envs.catch.models import (
     COLUMNS,
     MAX_STEPS,
@@ -134,10 +133,15 @@ def render_board(game: CatchGame, rows: int = ROWS, columns: int = COLUMNS) -> l
     return board
 
 
-class CatchEnvironment(Environment[CatchAction, CatchObservation, CatchState]):
+class CatchEnvironment(BundledEnvironment[CatchState], Environment[CatchAction, CatchObservation, CatchState]):
     """Catch the falling ball with the paddle."""
 
-    SUPPORTS_CONCURRENT_SESSIONS = True  # all state is per instance
+    NAME, VERSION = ENV_NAME, ENV_VERSION
+    DESCRIPTION = (
+        f"OpenSpiel's catch on a {ROWS}x{COLUMNS} grid: move the paddle left, stay "
+        f"or right while the ball falls; +1 for a catch, -1 for a miss after "
+        f"{MAX_STEPS} moves. reset takes a seed (engine: {ENGINE})."
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -186,22 +190,6 @@ class CatchEnvironment(Environment[CatchAction, CatchObservation, CatchState]):
         self._sync_state(game)
         return self._observation(game, reward=game.returns())
 
-    @property
-    def state(self) -> CatchState:
-        return self._state
-
-    def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(
-            name=ENV_NAME,
-            description=(
-                f"OpenSpiel's catch on a {ROWS}x{COLUMNS} grid: move the paddle left, stay "
-                f"or right while the ball falls; +1 for a catch, -1 for a miss after "
-                f"{MAX_STEPS} moves. reset takes a seed (engine: {ENGINE})."
-            ),
-            version=ENV_VERSION,
-            author="envlab",
-        )
-
     def _sync_state(self, game: CatchGame) -> None:
         state = self._state
         state.ball_row = game.ball_row
@@ -231,11 +219,7 @@ class CatchEnvironment(Environment[CatchAction, CatchObservation, CatchState]):
             outcome=state.outcome,
             reward=reward,
             done=state.done,
-            metadata={
-                "episode_id": state.episode_id,
-                "step_count": state.step_count,
-                "max_steps": state.rows - 1,
-            },
+            metadata=self._episode_metadata(state.rows - 1),
         )
 
 
@@ -251,11 +235,5 @@ app, envlab_marker = create_bundled_app(
     CatchEnvironment, CatchAction, CatchObservation, CatchState, name=ENV_NAME, version=ENV_VERSION
 )
 
-
-def main(argv: list[str] | None = None) -> None:
-    """Serve the app with uvicorn (``python -m envs.catch.server --port N``)."""
-    serve(app, "catch", argv)
-
-
 if __name__ == "__main__":
-    main()
+    serve(app, ENV_NAME)

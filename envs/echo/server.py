@@ -13,9 +13,8 @@ import uuid
 from typing import Any
 
 from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.types import EnvironmentMetadata
 
-from envs.bundled_app import create_bundled_app
+from envs.bundled_app import BundledEnvironment, create_bundled_app
 from envs.common import require_open_episode, serve
 from envs.echo.models import (
     MAX_MESSAGE_CHARS,
@@ -48,10 +47,14 @@ def _instruction(target: str | None) -> str:
     )
 
 
-class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
+class EchoEnvironment(BundledEnvironment[EchoState], Environment[EchoAction, EchoObservation, EchoState]):
     """Echoes each message; rewards repeating the reset's ``target`` phrase."""
 
-    SUPPORTS_CONCURRENT_SESSIONS = True  # all state is per instance
+    NAME, VERSION = ENV_NAME, ENV_VERSION
+    DESCRIPTION = (
+        "Echoes each message back; with a target phrase, rewards 1.0 for an "
+        f"exact repeat and partial credit below 0.5 otherwise ({MAX_STEPS} steps)."
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -93,21 +96,6 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
         state.done = reward == 1.0 or state.step_count >= state.max_steps
         return self._observation(echoed=action.message, reward=reward)
 
-    @property
-    def state(self) -> EchoState:
-        return self._state
-
-    def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(
-            name=ENV_NAME,
-            description=(
-                "Echoes each message back; with a target phrase, rewards 1.0 for an "
-                f"exact repeat and partial credit below 0.5 otherwise ({MAX_STEPS} steps)."
-            ),
-            version=ENV_VERSION,
-            author="envlab",
-        )
-
     def _observation(self, echoed: str, reward: float | None) -> EchoObservation:
         state = self._state
         return EchoObservation(
@@ -115,11 +103,7 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
             instruction=_instruction(state.target),
             reward=reward,
             done=state.done,
-            metadata={
-                "episode_id": state.episode_id,
-                "step_count": state.step_count,
-                "max_steps": state.max_steps,
-            },
+            metadata=self._episode_metadata(state.max_steps),
         )
 
 
@@ -127,11 +111,5 @@ app, envlab_marker = create_bundled_app(
     EchoEnvironment, EchoAction, EchoObservation, EchoState, name=ENV_NAME, version=ENV_VERSION
 )
 
-
-def main(argv: list[str] | None = None) -> None:
-    """Serve the app with uvicorn (``python -m envs.echo.server --port N``)."""
-    serve(app, "echo", argv)
-
-
 if __name__ == "__main__":
-    main()
+    serve(app, ENV_NAME)

@@ -27,9 +27,10 @@ from fastmcp import FastMCP
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.mcp_environment import MCPEnvironment
 from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
-from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
+from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field
 
+from envs.bundled_app import BundledEnvironment
 from envs.common import max_concurrent_envs, require_open_episode, serve
 
 ENV_NAME = "mcpdemo"
@@ -73,10 +74,15 @@ def _instruction(target: int | None) -> str:
     )
 
 
-class McpDemoEnvironment(MCPEnvironment):
+class McpDemoEnvironment(BundledEnvironment[McpDemoState], MCPEnvironment):
     """A shopping list behind two MCP tools; all state is per instance (per session)."""
 
-    SUPPORTS_CONCURRENT_SESSIONS = True
+    NAME, VERSION = ENV_NAME, ENV_VERSION
+    DESCRIPTION = (
+        "An MCP-style shopping list: add_item(name, quantity) and total(). With a "
+        "target total (from the reset seed), a total() that matches scores 1.0 and "
+        f"ends the episode ({MAX_STEPS} tool calls)."
+    )
 
     def __init__(self) -> None:
         self._state = McpDemoState()
@@ -145,7 +151,8 @@ class McpDemoEnvironment(MCPEnvironment):
         self._state = McpDemoState(episode_id=episode_id or str(uuid.uuid4()), target=target)
         self._started = True
         return McpDemoObservation(
-            instruction=_instruction(target), reward=None, done=False, metadata=self._metadata()
+            instruction=_instruction(target), reward=None, done=False,
+            metadata=self._episode_metadata(self._state.max_steps),
         )
 
     def step(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> Observation:
@@ -171,22 +178,6 @@ class McpDemoEnvironment(MCPEnvironment):
             f"{ENV_NAME} only takes MCP actions (list_tools, call_tool), got {type(action).__name__}"
         )
 
-    @property
-    def state(self) -> McpDemoState:
-        return self._state
-
-    def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(
-            name=ENV_NAME,
-            description=(
-                "An MCP-style shopping list: add_item(name, quantity) and total(). With a "
-                "target total (from the reset seed), a total() that matches scores 1.0 and "
-                f"ends the episode ({MAX_STEPS} tool calls)."
-            ),
-            version=ENV_VERSION,
-            author="envlab",
-        )
-
     # --- helpers ------------------------------------------------------------------------
 
     def _require_active(self) -> None:
@@ -205,16 +196,8 @@ class McpDemoEnvironment(MCPEnvironment):
                 state.done = True
         observation.reward = self._reward if active else None
         observation.done = state.done
-        observation.metadata = {**observation.metadata, **self._metadata()}
+        observation.metadata = {**observation.metadata, **self._episode_metadata(state.max_steps)}
         return observation
-
-    def _metadata(self) -> dict[str, Any]:
-        state = self._state
-        return {
-            "episode_id": state.episode_id,
-            "step_count": state.step_count,
-            "max_steps": state.max_steps,
-        }
 
 
 app = create_app(
@@ -227,11 +210,5 @@ app = create_app(
     reset_observation_cls=McpDemoObservation,
 )
 
-
-def main(argv: list[str] | None = None) -> None:
-    """Serve the app with uvicorn (``python -m envs.mcpdemo.server --port N``)."""
-    serve(app, "mcpdemo", argv)
-
-
 if __name__ == "__main__":
-    main()
+    serve(app, ENV_NAME)

@@ -9,14 +9,10 @@ from envs.spec import (
     AdapterSpec,
     BundledSpec,
     Column,
-    attribute_sum,
     mean,
     openenv_server,
+    summed,
 )
-
-
-def solved(played: Sequence[Mapping[str, Any]], attributes: Sequence[Mapping[str, float]]) -> int:
-    return attribute_sum(attributes, "solved")
 
 
 def cells_correct(played: Sequence[Mapping[str, Any]], attributes: Sequence[Mapping[str, float]]) -> float | None:
@@ -45,7 +41,7 @@ LAB = BundledSpec(
     },
     prompt="Solve the Sudoku: place digits with the place tool until the board is full.",
     columns=(
-        Column("solved", "boards solved", solved),
+        Column("solved", "boards solved", summed("solved")),
         Column("cells_correct", "mean blanks holding the solution's digit, per episode", cells_correct),
     ),
     renderer="sudoku",

@@ -27,9 +27,8 @@ import uuid
 from typing import Any
 
 from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.types import EnvironmentMetadata
 
-from envs.bundled_app import create_bundled_app
+from envs.bundled_app import BundledEnvironment, create_bundled_app
 from envs.common import require_open_episode, serve
 from envs.sudoku.models import (
     BOX,
@@ -127,10 +126,17 @@ def render_grid(grid: Grid) -> str:
 # --- the environment -------------------------------------------------------------------
 
 
-class SudokuEnvironment(Environment[SudokuAction, SudokuObservation, SudokuState]):
+class SudokuEnvironment(
+    BundledEnvironment[SudokuState], Environment[SudokuAction, SudokuObservation, SudokuState]
+):
     """Fill a generated sudoku one digit at a time."""
 
-    SUPPORTS_CONCURRENT_SESSIONS = True  # all state is per instance
+    NAME, VERSION = ENV_NAME, ENV_VERSION
+    DESCRIPTION = (
+        "Fill a seeded 9x9 sudoku one digit at a time (reset takes seed and "
+        f"blanks, {MIN_BLANKS}-{MAX_BLANKS}). Conflicting or overwriting moves are "
+        "refused; the reward is the share of blanks filled correctly, 1.0 when solved."
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -197,22 +203,6 @@ class SudokuEnvironment(Environment[SudokuAction, SudokuObservation, SudokuState
         reward = 1.0 if state.solved else state.progress
         return self._observation(message=message, accepted=refusal is None, reward=reward)
 
-    @property
-    def state(self) -> SudokuState:
-        return self._state
-
-    def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(
-            name=ENV_NAME,
-            description=(
-                "Fill a seeded 9x9 sudoku one digit at a time (reset takes seed and "
-                f"blanks, {MIN_BLANKS}-{MAX_BLANKS}). Conflicting or overwriting moves are "
-                "refused; the reward is the share of blanks filled correctly, 1.0 when solved."
-            ),
-            version=ENV_VERSION,
-            author="envlab",
-        )
-
     def _refusal(self, row: int, column: int, digit: int) -> str | None:
         where = f"row {row + 1}, column {column + 1}"
         current = self._state.grid[row][column]
@@ -260,9 +250,7 @@ class SudokuEnvironment(Environment[SudokuAction, SudokuObservation, SudokuState
             reward=reward,
             done=state.done,
             metadata={
-                "episode_id": state.episode_id,
-                "step_count": state.step_count,
-                "max_steps": state.max_steps,
+                **self._episode_metadata(state.max_steps),
                 "invalid_moves": state.invalid_moves,
                 "blanks": state.blanks,
                 "filled": state.filled,
@@ -274,11 +262,5 @@ app, envlab_marker = create_bundled_app(
     SudokuEnvironment, SudokuAction, SudokuObservation, SudokuState, name=ENV_NAME, version=ENV_VERSION
 )
 
-
-def main(argv: list[str] | None = None) -> None:
-    """Serve the app with uvicorn (``python -m envs.sudoku.server --port N``)."""
-    serve(app, "sudoku", argv)
-
-
 if __name__ == "__main__":
-    main()
+    serve(app, ENV_NAME)

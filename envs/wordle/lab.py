@@ -9,18 +9,14 @@ from envs.spec import (
     AdapterSpec,
     BundledSpec,
     Column,
-    attribute_sum,
     mean,
     openenv_server,
+    summed,
 )
 
 
 def guesses_per_win(played: Sequence[Mapping[str, Any]], attributes: Sequence[Mapping[str, float]]) -> float | None:
     return mean([float(a.get("num_guesses", 0.0)) for e, a in zip(played, attributes, strict=True) if e["won"]])
-
-
-def invalid_guesses(played: Sequence[Mapping[str, Any]], attributes: Sequence[Mapping[str, float]]) -> int:
-    return attribute_sum(attributes, "invalid_moves")
 
 
 LAB = BundledSpec(
@@ -43,7 +39,7 @@ LAB = BundledSpec(
     prompt="Play Wordle: find the secret five-letter word with the guess tool.",
     columns=(
         Column("guesses_per_win", "mean valid guesses in the episodes won", guesses_per_win),
-        Column("invalid_guesses", "guesses refused (not a five-letter word), all episodes", invalid_guesses),
+        Column("invalid_guesses", "guesses refused (not a five-letter word), all episodes", summed("invalid_moves")),
     ),
     renderer="wordle",
 )

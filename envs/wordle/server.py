@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.types import EnvironmentMetadata
 
-from envs.bundled_app import create_bundled_app
+from envs.bundled_app import BundledEnvironment, create_bundled_app
 from envs.common import require_open_episode, serve
 from envs.wordle.models import (
     MAX_GUESSES,
@@ -99,10 +98,17 @@ RULES = (
 )
 
 
-class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState]):
+class WordleEnvironment(
+    BundledEnvironment[WordleState], Environment[WordleAction, WordleObservation, WordleState]
+):
     """One game of Wordle per episode; reward 1.0 for finding the word, else 0.0."""
 
-    SUPPORTS_CONCURRENT_SESSIONS = True  # all state is per instance
+    NAME, VERSION = ENV_NAME, ENV_VERSION
+    DESCRIPTION = (
+        f"Wordle: find a secret {WORD_LENGTH}-letter word in {MAX_GUESSES} guesses "
+        "from G/Y/X letter feedback; reward 1.0 for a win, 0.0 otherwise. "
+        "Refused guesses do not use a try."
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -183,22 +189,6 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             greens=marks.count(RIGHT_PLACE),
         )
 
-    @property
-    def state(self) -> WordleState:
-        return self._state
-
-    def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(
-            name=ENV_NAME,
-            description=(
-                f"Wordle: find a secret {WORD_LENGTH}-letter word in {MAX_GUESSES} guesses "
-                "from G/Y/X letter feedback; reward 1.0 for a win, 0.0 otherwise. "
-                "Refused guesses do not use a try."
-            ),
-            version=ENV_VERSION,
-            author="envlab",
-        )
-
     def _observation(
         self, *, message: str, feedback: str, reward: float | None, invalid: bool, greens: int
     ) -> WordleObservation:
@@ -227,11 +217,5 @@ app, envlab_marker = create_bundled_app(
     WordleEnvironment, WordleAction, WordleObservation, WordleState, name=ENV_NAME, version=ENV_VERSION
 )
 
-
-def main(argv: list[str] | None = None) -> None:
-    """Serve the app with uvicorn (``python -m envs.wordle.server --port N``)."""
-    serve(app, "wordle", argv)
-
-
 if __name__ == "__main__":
-    main()
+    serve(app, ENV_NAME)

@@ -12,11 +12,10 @@ from worker.demo_model.catch import (
     CATCH_PROMPT,
     catch_call,
     catch_tool_schemas,
-    encode_conversations,
     play_catch,
     random_catch_conversations,
 )
-from worker.demo_model.training import IGNORE_INDEX, RECIPES, CatchRecipe
+from worker.demo_model.training import IGNORE_INDEX, RECIPES, CatchRecipe, encode_conversations
 
 
 def test_reset_sizes_the_grid() -> None:

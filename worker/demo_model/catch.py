@@ -159,44 +159,13 @@ def measure_catch_calls(
     return CatchCallRate(samples=samples, well_formed=well_formed, moves=moves)
 
 
-def encode_conversations(
-    tokenizer: Any, conversations: list[list[dict[str, Any]]], *, tools: list[Any]
-) -> list[Any]:
-    """Conversations as training examples, labels on the assistant turns only: the mask
-    comes from TRL's training twin of the chat template ({% generation %} markers), which
-    renders the same token ids (checked on the first conversation)."""
-    from trl.chat_template_utils import get_training_chat_template
-
-    from .rendering import chat_encoding
-    from .training import IGNORE_INDEX, Example
-
-    training_template = get_training_chat_template(tokenizer)
-    if training_template is None:
-        raise RuntimeError("TRL has no training template for the demo chat template")
-    examples: list[Example] = []
-    for conversation in conversations:
-        rendered = chat_encoding(
-            tokenizer,
-            conversation,
-            tools=tools,
-            chat_template=training_template,
-            return_assistant_tokens_mask=True,
-        )
-        ids, mask = list(rendered["input_ids"]), list(rendered["assistant_masks"])
-        if not examples and ids != list(chat_encoding(tokenizer, conversation, tools=tools)["input_ids"]):
-            raise RuntimeError("TRL's training template no longer renders like the chat template")
-        labels = [t if m else IGNORE_INDEX for t, m in zip(ids, mask, strict=True)]
-        examples.append(Example(input_ids=ids, labels=labels))
-    return examples
-
-
 def build_catch_into(staging: Any, *, recipe: Any, seed: int, report: Any) -> dict[str, Any]:
     """Train the tokenizer and the model on random-policy episodes, save both to `staging`,
     and measure the first move of fresh episodes as a trainer will load the model."""
     import dataclasses
 
     from .tokenizer import train_tokenizer
-    from .training import new_model, save_and_reload, supervised_warmup
+    from .training import encode_conversations, new_model, save_and_reload, supervised_warmup
 
     schemas = catch_tool_schemas()
     report(f"playing {recipe.train_examples} random-policy catch episodes")

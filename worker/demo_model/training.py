@@ -185,6 +185,38 @@ class Example:
     labels: list[int]
 
 
+def encode_conversations(
+    tokenizer: Any, conversations: list[list[dict[str, Any]]], *, tools: list[Any]
+) -> list[Example]:
+    """Conversations as training examples, rendered exactly as TRL renders prompts (same
+    template, same tool schemas); labels keep the assistant turns only.
+
+    The mask comes from TRL's training twin of the chat template, which differs from the
+    original only by `{% generation %}` markers, so the token ids are the same (checked on
+    the first conversation)."""
+    from trl.chat_template_utils import get_training_chat_template
+
+    training_template = get_training_chat_template(tokenizer)
+    if training_template is None:
+        raise RuntimeError("TRL has no training template for the demo chat template")
+    examples: list[Example] = []
+    for conversation in conversations:
+        rendered = chat_encoding(
+            tokenizer,
+            conversation,
+            tools=tools,
+            chat_template=training_template,
+            return_assistant_tokens_mask=True,
+        )
+        ids: list[int] = list(rendered["input_ids"])
+        mask: list[int] = list(rendered["assistant_masks"])
+        if not examples and ids != list(chat_encoding(tokenizer, conversation, tools=tools)["input_ids"]):
+            raise RuntimeError("TRL's training template no longer renders like the chat template")
+        labels = [t if m else IGNORE_INDEX for t, m in zip(ids, mask, strict=True)]
+        examples.append(Example(input_ids=ids, labels=labels))
+    return examples
+
+
 def encode_examples(
     tokenizer: PreTrainedTokenizerFast,
     *,
@@ -192,33 +224,9 @@ def encode_examples(
     rng: random.Random,
     exact_fraction: float = 1.0,
 ) -> list[Example]:
-    """Render echo conversations exactly as TRL renders prompts (same template, same tool
-    schema from `tools=[echo]`); labels keep the assistant turns only.
-
-    The mask comes from TRL's training twin of the template, which differs from the
-    original only by `{% generation %}` markers, so the token ids are the same."""
-    from trl.chat_template_utils import get_training_chat_template
-
-    training_template = get_training_chat_template(tokenizer)
-    if training_template is None:
-        raise RuntimeError("TRL has no training template for the demo chat template")
-    examples: list[Example] = []
-    for _ in range(count):
-        conversation = training_conversation(rng, exact_fraction=exact_fraction)
-        rendered = chat_encoding(
-            tokenizer,
-            conversation,
-            tools=[echo],
-            chat_template=training_template,
-            return_assistant_tokens_mask=True,
-        )
-        ids: list[int] = list(rendered["input_ids"])
-        mask: list[int] = list(rendered["assistant_masks"])
-        if not examples and ids != list(chat_encoding(tokenizer, conversation, tools=[echo])["input_ids"]):
-            raise RuntimeError("TRL's training template no longer renders like the chat template")
-        labels = [t if m else IGNORE_INDEX for t, m in zip(ids, mask, strict=True)]
-        examples.append(Example(input_ids=ids, labels=labels))
-    return examples
+    """`count` echo conversations (tool schema from `tools=[echo]`) as training examples."""
+    conversations = [training_conversation(rng, exact_fraction=exact_fraction) for _ in range(count)]
+    return encode_conversations(tokenizer, conversations, tools=[echo])
 
 
 def _collate(batch: list[Example], pad_id: int) -> dict[str, torch.Tensor]:
@@ -282,6 +290,31 @@ def _assistant_loss(
     return torch.nn.functional.cross_entropy(logits, targets[keep])
 
 
+def _split_prefix(examples: list[Example]) -> tuple[torch.Tensor, list[Example]]:
+    """The shared prompt prefix (`_assistant_loss` runs it once per step) and the examples
+    without it."""
+    prefix_ids = shared_prefix(examples)
+    return torch.tensor(prefix_ids), [
+        Example(e.input_ids[len(prefix_ids) :], e.labels[len(prefix_ids) :]) for e in examples
+    ]
+
+
+def _train_step(
+    model: Qwen3ForCausalLM,
+    optimizer: torch.optim.Optimizer,
+    prefix: torch.Tensor,
+    batch: dict[str, torch.Tensor],
+) -> float:
+    """One AdamW step on the assistant tokens of `batch` (gradients clipped to norm 1);
+    returns its loss."""
+    loss = _assistant_loss(model, prefix, batch)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return loss.item()
+
+
 class _Schedule:
     """Linear warm-up, then a constant rate until the running loss shows the model copies
     phrases (`converged_loss`), then a linear cool-down over `cooldown_steps`.
@@ -324,11 +357,7 @@ def supervised_warmup(
     """Plain AdamW on the assistant tokens. Returns the steps run, the step at which the
     loss showed copying (None if never) and the mean loss of the last 20 steps."""
     rng = random.Random(seed)
-    prefix_ids = shared_prefix(examples)
-    prefix = torch.tensor(prefix_ids)
-    examples = [
-        Example(e.input_ids[len(prefix_ids) :], e.labels[len(prefix_ids) :]) for e in examples
-    ]
+    prefix, examples = _split_prefix(examples)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate, weight_decay=0.0)
     schedule = _Schedule(recipe)
     model.train()
@@ -344,12 +373,7 @@ def supervised_warmup(
         batch = [examples[order.pop()] for _ in range(recipe.batch_size)]
         for group in optimizer.param_groups:
             group["lr"] = schedule.rate(step)
-        loss = _assistant_loss(model, prefix, _collate(batch, pad_id))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        recent = [*recent, loss.item()][-20:]
+        recent = [*recent, _train_step(model, optimizer, prefix, _collate(batch, pad_id))][-20:]
         step += 1
         if len(recent) == 20:
             schedule.observe(step, sum(recent) / 20)
@@ -379,11 +403,7 @@ def loosen_copying(
     learned first gets unreliable while the tool-call format stays. Returns the steps run
     and the mean loss of the last 20."""
     rng = random.Random(seed + 7)
-    prefix_ids = shared_prefix(examples)
-    prefix = torch.tensor(prefix_ids)
-    examples = [
-        Example(e.input_ids[len(prefix_ids) :], e.labels[len(prefix_ids) :]) for e in examples
-    ]
+    prefix, examples = _split_prefix(examples)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=recipe.loosen_learning_rate, weight_decay=0.0
     )
@@ -393,12 +413,7 @@ def loosen_copying(
     report_every = max(1, recipe.loosen_steps // 5)
     for step in range(1, recipe.loosen_steps + 1):
         batch = [rng.choice(examples) for _ in range(recipe.batch_size)]
-        loss = _assistant_loss(model, prefix, _collate(batch, pad_id))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        recent = [*recent, loss.item()][-20:]
+        recent = [*recent, _train_step(model, optimizer, prefix, _collate(batch, pad_id))][-20:]
         if step % report_every == 0 or step == recipe.loosen_steps:
             progress(
                 f"loosen step {step}/{recipe.loosen_steps} loss {sum(recent) / len(recent):.4f} "

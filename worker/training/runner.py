@@ -642,15 +642,10 @@ def grpo_phase(
             else:
                 callback.stop_reason = "cancelled"
                 status, error = Run.Status.CANCELLED, "cancelled while waiting for an environment server"
-        elif interrupted is not None:
-            # An environment out of reach for too long: nothing is wrong with the run.
-            log.warning("run %s: %s", run.pk, interrupted)
-            status, error = Run.Status.INTERRUPTED, interrupted
         else:
-            log.exception("run %s failed", run.pk)
-            status, error, failure = Run.Status.FAILED, error_message(exc), failure_class(exc)
-            learn_capacity(
-                exc, config=config, run_id=run.pk, step=sink.step + 1 if sink is not None else None, phase="grpo"
+            status, error, failure = _phase_end(
+                exc, run.pk, config, interrupted=interrupted, step=sink.step + 1 if sink is not None else None,
+                phase="grpo",
             )
     finally:
         toolstats.COLLECTOR.stop()
@@ -669,6 +664,23 @@ def grpo_phase(
         data={"train_seconds": train_seconds, "telemetry": sink.stats, **({"processes": group.world} if group else {})},
     )
     return status
+
+
+def _phase_end(
+    exc: Exception, run_id: int, config: RunConfig, *, interrupted: str | None, step: int | None, phase: str
+) -> tuple[Run.Status, str, str]:
+    """(status, error, failure) of a phase that raised `exc`, unless a cancellation explains
+    it. `interrupted` (from outage_end): an environment out of reach for too long, nothing
+    is wrong with the run. Else it failed: logged with its traceback and classified, and
+    what the error says about the server's capacity is learned."""
+    what = "warm-up " if phase == "warmup" else ""
+    if interrupted is not None:
+        log.warning("run %s: %s%s", run_id, what, interrupted)
+        return Run.Status.INTERRUPTED, interrupted, ""
+    log.exception("run %s: warm-up failed" if phase == "warmup" else "run %s failed", run_id)
+    ended = Run.Status.FAILED, error_message(exc), failure_class(exc)
+    learn_capacity(exc, config=config, run_id=run_id, step=step, phase=phase)
+    return ended
 
 
 def _close_timeout() -> float:
@@ -756,13 +768,8 @@ def _warmup_phase(run: Run, config: RunConfig, lease_owner: str, warmup_dir: Pat
         interrupted = outage_end(exc, checkpoint_step=None)
         if outage_wait_stopped(exc):  # a lost lease is seen below
             status, error = Run.Status.CANCELLED, "cancelled while waiting for an environment server"
-        elif interrupted is not None:
-            log.warning("run %s: warm-up %s", run.pk, interrupted)
-            status, error = Run.Status.INTERRUPTED, interrupted
         else:
-            log.exception("run %s: warm-up failed", run.pk)
-            status, error, failure = Run.Status.FAILED, error_message(exc), failure_class(exc)
-            learn_capacity(exc, config=config, run_id=run.pk, step=None, phase="warmup")
+            status, error, failure = _phase_end(exc, run.pk, config, interrupted=interrupted, step=None, phase="warmup")
     finally:
         written = sink.close(timeout=_close_timeout())
         if not written:

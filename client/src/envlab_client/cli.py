@@ -9,13 +9,13 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, NoReturn
+from typing import Any, BinaryIO, NoReturn, TypeVar
 
 import typer
 
-from envlab_client.client import TERMINAL_RUN_STATUSES, Client, EnvlabError
+from envlab_client.client import TERMINAL_RUN_STATUSES, Client, EnvlabError, Evaluation
 from envlab_client.config import load_login, save_login
 
 app = typer.Typer(help="Drive an envlab lab: environments, runs, evaluations, recipes.", no_args_is_help=True)
@@ -32,6 +32,8 @@ app.add_typer(jobs_app, name="jobs")
 
 JsonOption = typer.Option(False, "--json", help="Print the API's answer as JSON.")
 
+T = TypeVar("T")
+
 
 def fail(message: str, code: int = 1) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
@@ -46,6 +48,14 @@ def client() -> Client:
     return Client(url, token)
 
 
+def answer(call: Callable[[Client], T]) -> T:
+    """What `call` gets from the logged-in lab; an error the API answers ends the command."""
+    try:
+        return call(client())
+    except EnvlabError as exc:
+        fail(str(exc))
+
+
 def show(value: Any) -> None:
     typer.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
@@ -55,6 +65,14 @@ def table(rows: Sequence[Mapping[str, Any]], columns: list[str]) -> None:
     typer.echo("\t".join(columns))
     for row in rows:
         typer.echo("\t".join("" if row.get(c) is None else str(row.get(c)) for c in columns))
+
+
+def listing(rows: Sequence[Mapping[str, Any]], columns: list[str], as_json: bool) -> None:
+    """A list command's answer: the API's JSON with --json, else a table of `columns`."""
+    if as_json:
+        show(rows)
+    else:
+        table(rows, columns)
 
 
 def _output(path: Path | None) -> contextlib.AbstractContextManager[BinaryIO]:
@@ -93,14 +111,7 @@ def login(
 @envs_app.command("list")
 def envs_list(as_json: bool = JsonOption) -> None:
     """Every environment you can see."""
-    try:
-        environments = client().environments()
-    except EnvlabError as exc:
-        fail(str(exc))
-    if as_json:
-        show(environments)
-    else:
-        table(environments, ["id", "name", "kind", "status", "base_url", "capacity", "shared"])
+    listing(answer(lambda api: api.environments()), ["id", "name", "kind", "status", "base_url", "capacity", "shared"], as_json)
 
 
 @envs_app.command("register")
@@ -123,10 +134,7 @@ def envs_register(
         options["capacity"] = capacity
     if measure_capacity:
         options["measure_capacity"] = True
-    try:
-        environment = client().register_environment(name, **options)
-    except EnvlabError as exc:
-        fail(str(exc))
+    environment = answer(lambda api: api.register_environment(name, **options))
     if as_json:
         show(environment)
     else:
@@ -137,10 +145,7 @@ def envs_register(
 @envs_app.command("probe")
 def envs_probe(environment_id: int, as_json: bool = JsonOption) -> None:
     """Check an environment's health, tools and capacity again."""
-    try:
-        environment = client().probe_environment(environment_id)
-    except EnvlabError as exc:
-        fail(str(exc))
+    environment = answer(lambda api: api.probe_environment(environment_id))
     if as_json:
         show(environment)
     else:
@@ -251,31 +256,18 @@ def runs_watch(run_id: int) -> None:
 @runs_app.command("list")
 def runs_list(as_json: bool = JsonOption) -> None:
     """Your runs, newest first."""
-    try:
-        runs = client().runs()
-    except EnvlabError as exc:
-        fail(str(exc))
-    if as_json:
-        show(runs)
-    else:
-        table(runs, ["id", "name", "status", "step", "max_steps", "model", "created_at"])
+    listing(answer(lambda api: api.runs()), ["id", "name", "status", "step", "max_steps", "model", "created_at"], as_json)
 
 
 @runs_app.command("show")
 def runs_show(run_id: int) -> None:
     """One run, as the API answers it (JSON)."""
-    try:
-        show(client().run(run_id))
-    except EnvlabError as exc:
-        fail(str(exc))
+    show(answer(lambda api: api.run(run_id)))
 
 
 @runs_app.command("cancel")
 def runs_cancel(run_id: int) -> None:
-    try:
-        run = client().cancel(run_id)
-    except EnvlabError as exc:
-        fail(str(exc))
+    run = answer(lambda api: api.cancel(run_id))
     typer.echo(f"run {run['id']}: {run['status']}" + (" (cancel requested)" if run.get("cancel_requested") else ""))
 
 
@@ -283,10 +275,7 @@ def runs_cancel(run_id: int) -> None:
 def runs_resume(
     run_id: int, checkpoint: int | None = typer.Option(None, help="Restart from this checkpoint step.")
 ) -> None:
-    try:
-        run = client().resume(run_id, checkpoint)
-    except EnvlabError as exc:
-        fail(str(exc))
+    run = answer(lambda api: api.resume(run_id, checkpoint))
     typer.echo(f"run {run['id']}: {run['status']}")
 
 
@@ -354,15 +343,16 @@ def evals_run(
 ) -> None:
     """Evaluate models on the same seeded episodes."""
     models: list[Any] = [_model_spec(m) for m in model]
-    api = client()
-    try:
+
+    def evaluated(api: Client) -> Evaluation:
         evaluation = api.evaluate(environment, models, episodes=episodes, seed=seed)
         if wait:
             while evaluation["status"] not in ("succeeded", "failed", "cancelled"):
                 time.sleep(2)
                 evaluation = api.evaluation(evaluation["id"])
-    except EnvlabError as exc:
-        fail(str(exc))
+        return evaluation
+
+    evaluation = answer(evaluated)
     if as_json:
         show(evaluation)
     else:
@@ -386,22 +376,12 @@ def _model_spec(text: str) -> Any:
 
 @evals_app.command("list")
 def evals_list(as_json: bool = JsonOption) -> None:
-    try:
-        evaluations = client().evaluations()
-    except EnvlabError as exc:
-        fail(str(exc))
-    if as_json:
-        show(evaluations)
-    else:
-        table(evaluations, ["id", "status", "environment_name", "episodes", "created_at"])
+    listing(answer(lambda api: api.evaluations()), ["id", "status", "environment_name", "episodes", "created_at"], as_json)
 
 
 @evals_app.command("show")
 def evals_show(evaluation_id: int) -> None:
-    try:
-        show(client().evaluation(evaluation_id))
-    except EnvlabError as exc:
-        fail(str(exc))
+    show(answer(lambda api: api.evaluation(evaluation_id)))
 
 
 # --- recipes and jobs -----------------------------------------------------------------------
@@ -409,30 +389,17 @@ def evals_show(evaluation_id: int) -> None:
 
 @recipes_app.command("list")
 def recipes_list(as_json: bool = JsonOption) -> None:
-    try:
-        recipes = client().recipes()
-    except EnvlabError as exc:
-        fail(str(exc))
-    if as_json:
-        show(recipes)
-    else:
-        table(recipes, ["id", "name", "latest_version", "updated_at"])
+    listing(answer(lambda api: api.recipes()), ["id", "name", "latest_version", "updated_at"], as_json)
 
 
 @recipes_app.command("show")
 def recipes_show(recipe_id: int, version: int | None = typer.Option(None)) -> None:
-    try:
-        show(client().recipe(recipe_id, version))
-    except EnvlabError as exc:
-        fail(str(exc))
+    show(answer(lambda api: api.recipe(recipe_id, version)))
 
 
 @jobs_app.command("show")
 def jobs_show(job_id: int) -> None:
-    try:
-        show(client().job(job_id))
-    except EnvlabError as exc:
-        fail(str(exc))
+    show(answer(lambda api: api.job(job_id)))
 
 
 def main() -> None:
