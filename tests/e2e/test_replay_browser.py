@@ -21,6 +21,7 @@ from envs.wordle.solver import WordleSolver
 from tests.envs.servers import run_env_server
 from tests.envs.wire import SERVER_ENV
 from tests.factories import EvaluationFactory
+from tests.support.browser import log_in
 from webapp.catalog.models import Environment
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.runs.models import Rollout, Run
@@ -87,10 +88,7 @@ def _login(
     browser: Any, web: str, path: str, ready: str = '#replay-page[data-ready="true"]'
 ) -> Any:
     page = browser.new_page()
-    page.goto(f"{web}/login/?next={path}")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, path)
     page.wait_for_selector(ready)
     return page
 
@@ -334,10 +332,7 @@ def test_every_transcript_on_the_run_page_links_to_its_replay(browser, owner, we
     Run.objects.filter(pk=run.pk).update(last_seq=1)
 
     page = browser.new_page()
-    page.goto(f"{web}/login/?next=/runs/{run.pk}/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, f"/runs/{run.pk}/")
     page.wait_for_selector('#run-page[data-live="live"]', timeout=20_000)
     pusher = threading.Thread(target=_push_rollout, args=(run.pk,))
     pusher.start()
