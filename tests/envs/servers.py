@@ -6,12 +6,14 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from tests.support.ports import free_port
 
@@ -87,3 +89,23 @@ def run_env_server(
     command += ["--port", str(port), "--log-level", "warning"]
     with run_server_command(command, url, env, startup_timeout=startup_timeout):
         yield url
+
+
+@contextmanager
+def serve_in_thread(app: Any, port: int, name: str) -> Iterator[str]:
+    """``app`` on a uvicorn server in a thread of this process, on ``port``; yields its URL.
+    ``name`` says which server did not start, if it does not within 20 s."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, f"the {name} server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
