@@ -7,6 +7,7 @@ from typing import Any
 from unittest import mock
 from urllib.parse import urlparse
 
+from asgiref.sync import async_to_sync
 from asgiref.testing import ApplicationCommunicator
 from django.conf import settings
 from django.test import Client
@@ -75,3 +76,18 @@ def signed_in_headers(user: Any) -> tuple[list[tuple[bytes, bytes]], Client]:
         (b"cookie", cookie.encode()),
     ]
     return headers, client
+
+
+def first_frame(application: Any, path: str, headers: list[tuple[bytes, bytes]]) -> Any:
+    """Open a socket on ``path`` (it must be accepted) and return the first frame: a message's
+    JSON, or the close frame itself (``{"type": "websocket.close", "code": ...}``). Sync code."""
+
+    async def scenario() -> Any:
+        communicator = WebsocketCommunicator(application, path, headers)
+        connected, _ = await communicator.connect(timeout=5)
+        assert connected
+        frame = await communicator.receive_output(timeout=5)
+        await communicator.disconnect()
+        return json.loads(frame["text"]) if frame["type"] == "websocket.send" else frame
+
+    return async_to_sync(scenario)()
