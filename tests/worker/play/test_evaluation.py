@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 
 from tests.e2e.helpers import register_echo
+from tests.support.trained_runs import trained_echo_run
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.evaluations.selectors import evaluation_results
 from webapp.evaluations.services import evaluation_claim, evaluation_create
@@ -238,31 +239,9 @@ def test_checkpoints_of_a_run_are_plotted_with_the_best_marked(
 
     from webapp.evaluations.selectors import evaluation_checkpoint_series
     from webapp.evaluations.services import evaluation_create_for_checkpoints
-    from webapp.runs.models import Run
 
     env_id = register_echo(api, echo_url)
-    run = Run.objects.create(
-        owner=owner,
-        name="trained",
-        model="demo:echo",
-        max_steps=4,
-        status="succeeded",
-        checkpoint_step=4,
-        config={
-            "name": "trained",
-            "model": "demo:echo",
-            "environments": [
-                {"environment": env_id, "name": "echo", "prompt": "Echo '{phrase}'.", "rows": 8}
-            ],
-            "grpo": {
-                "num_generations": 4,
-                "max_steps": 4,
-                "per_device_train_batch_size": 4,
-                "max_completion_length": 48,
-                "max_tool_calling_iterations": 2,
-            },
-        },
-    )
+    run = trained_echo_run(owner, env_id, 4)
     # Checkpoints made by copying the built demo model (no training here: the trainer's own
     # checkpoints are covered by the training tests); each is a real, loadable model folder.
     # RUNS_DIR outlives a test session and run pks repeat: start from an empty run folder,
