@@ -3,12 +3,11 @@ test variant of the demo model: policies, greedy models, the lease and the table
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from django.conf import settings
 
 from tests.e2e.helpers import register_echo
+from tests.support.demo_models import built_demo_echo
 from tests.support.trained_runs import trained_echo_run
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.evaluations.selectors import evaluation_results
@@ -30,13 +29,7 @@ def _no_heartbeat_inside_a_test_transaction(request, settings):
 
 @pytest.fixture(scope="module")
 def demo_echo() -> str:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from worker.demo_model import build_demo_model, demo_model_path, is_built
-
-    path = demo_model_path("echo", settings.MODELS_DIR)
-    if not is_built(path):
-        build_demo_model(path, variant="test", seed=0)
-    return "demo:echo"
+    return built_demo_echo()
 
 
 def _play(evaluation: Evaluation) -> str:
