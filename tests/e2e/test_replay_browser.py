@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from typing import Any
 
 import pytest
@@ -18,7 +16,7 @@ from envs.catch.solver import CatchSolver
 from envs.solvers import ToolCall
 from envs.sudoku.solver import SudokuSolver, parse_board
 from envs.wordle.solver import WordleSolver
-from tests.envs.servers import run_env_server
+from tests.envs.servers import run_env_servers
 from tests.envs.wire import SERVER_ENV
 from tests.factories import EvaluationFactory
 from tests.support.browser import log_in
@@ -60,14 +58,7 @@ class RefusedThenSolved:
 def played() -> Iterator[dict[str, Episode]]:
     """One seeded episode per game, played by its solver on the real server."""
     names = ("catch", "wordle", "sudoku")
-    contexts = [
-        run_env_server(f"envs.{name}.server:app", SERVER_ENV, startup_timeout=90) for name in names
-    ]
-    with ExitStack() as stack, ThreadPoolExecutor(len(contexts)) as pool:
-        started = list(pool.map(lambda context: (context, context.__enter__()), contexts))
-        for context, _url in started:
-            stack.push(context.__exit__)
-        urls = {name: url for name, (_context, url) in zip(names, started, strict=True)}
+    with run_env_servers(names, SERVER_ENV, startup_timeout=90) as urls:
         policies = {"catch": CatchSolver(), "wordle": WordleSolver(), "sudoku": RefusedThenSolved()}
         prompts = {
             "catch": "Catch the ball: move the paddle under it.",

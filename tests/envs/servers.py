@@ -11,7 +11,8 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,22 @@ def run_env_server(
     command += ["--port", str(port), "--log-level", "warning"]
     with run_server_command(command, url, env, startup_timeout=startup_timeout):
         yield url
+
+
+@contextmanager
+def run_env_servers(
+    names: Sequence[str], env: dict[str, str], *, startup_timeout: float = 90.0
+) -> Iterator[dict[str, str]]:
+    """One real server per environment in ``names`` (``envs.<name>.server:app``), all started at
+    once (each spends seconds importing openenv); yields each name's base URL."""
+    contexts = [
+        run_env_server(f"envs.{name}.server:app", env, startup_timeout=startup_timeout) for name in names
+    ]
+    with ExitStack() as stack, ThreadPoolExecutor(len(contexts)) as pool:
+        started = list(pool.map(lambda context: (context, context.__enter__()), contexts))
+        for context, _url in started:
+            stack.push(context.__exit__)
+        yield {name: url for name, (_context, url) in zip(names, started, strict=True)}
 
 
 @contextmanager
