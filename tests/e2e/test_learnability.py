@@ -10,16 +10,12 @@ import pytest
 
 from tests.e2e.helpers import register_lab_entry, wait_for
 from tests.support.browser import log_in
+from tests.support.recipes import WORDLE_GUIDE
 from webapp.jobs.models import Job
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-GUIDE = [
-    {"name": "win", "kind": "success_bonus",
-     "params": {"speed_bonus": 0.5, "steps": "num_guesses", "max_steps": "max_guesses"}},
-    {"name": "greens", "kind": "partial_credit", "params": {"attribute": "best_greens", "scale": 0.1}},
-    {"name": "invalid", "kind": "penalty", "params": {"attribute": "invalid_moves", "scale": 0.1}},
-]  # fmt: skip
+GUIDE = WORDLE_GUIDE
 GAMED = [{"name": "called", "kind": "tool_called"}]
 EPISODES = 6
 
