@@ -59,6 +59,16 @@ class WebsocketCommunicator(ApplicationCommunicator):
         assert response["type"] == "websocket.send", response
         return json.loads(response["text"])
 
+    async def receive_until_close(self, timeout: float = 5) -> list[Any]:
+        """The frames that come until the socket is closed: each message's JSON, then the close
+        frame itself (``{"type": "websocket.close", "code": ...}``)."""
+        frames: list[Any] = []
+        while True:
+            frame = await self.receive_output(timeout)
+            frames.append(json.loads(frame["text"]) if frame["type"] == "websocket.send" else frame)
+            if frame["type"] == "websocket.close":
+                return frames
+
     async def disconnect(self, code: int = 1000, timeout: float = 10) -> None:
         await self.send_input({"type": "websocket.disconnect", "code": code})
         await self.wait(timeout)
