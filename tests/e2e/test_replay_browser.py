@@ -20,7 +20,7 @@ from tests.envs.servers import run_env_servers
 from tests.envs.wire import SERVER_ENV
 from tests.factories import EvaluationFactory
 from tests.support.browser import log_in
-from webapp.catalog.models import Environment
+from tests.support.replay import run_on_catch
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.runs.models import Rollout, Run
 from webapp.runs.services import run_claim
@@ -90,19 +90,7 @@ def _board(page: Any, name: str) -> str:
 
 def test_catch_replay_moves_the_ball_as_you_step_with_the_keyboard(browser, owner, web, played):
     episode = played["catch"]
-    environment = Environment.objects.create(
-        name="catch",
-        base_url="http://127.0.0.1:9",
-        owner=owner,
-        metadata={"style": "bundled", "adapter": "catch"},
-    )
-    run = Run.objects.create(
-        owner=owner,
-        name="catcher",
-        model="demo:echo",
-        max_steps=1,
-        config={"environments": [{"environment": environment.pk, "name": "catch"}]},
-    )
+    run = run_on_catch(owner, "catch", max_steps=1)
     Rollout.objects.create(
         run=run,
         seq=1,

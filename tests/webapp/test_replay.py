@@ -11,8 +11,7 @@ from django.test import Client
 
 from tests.factories import EvaluationFactory
 from tests.fixtures.accounts import grant
-from tests.support.replay import replay_scripts
-from webapp.catalog.models import Environment
+from tests.support.replay import replay_scripts, run_on_catch
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.runs.models import Rollout, Run
 
@@ -39,19 +38,7 @@ def _embedded(response) -> dict:
 
 @pytest.fixture
 def catch_run(owner) -> Run:
-    environment = Environment.objects.create(
-        name="my-catch",
-        base_url="http://127.0.0.1:9",
-        owner=owner,
-        metadata={"style": "bundled", "adapter": "catch"},
-    )
-    run = Run.objects.create(
-        owner=owner,
-        name="catcher",
-        model="demo:echo",
-        max_steps=2,
-        config={"environments": [{"environment": environment.pk, "name": "catch"}]},
-    )
+    run = run_on_catch(owner, "my-catch", max_steps=2)
     Rollout.objects.create(
         run=run,
         seq=3,
