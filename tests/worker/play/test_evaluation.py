@@ -32,6 +32,13 @@ def demo_echo() -> str:
     return built_demo_echo()
 
 
+def _registered(api, name: str, url: str) -> int:
+    """The server at ``url`` registered through the API as the client's user's ``name``; its id."""
+    response = api.post("/api/environments/", {"name": name, "base_url": url, "capacity": 8}, format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()["id"]
+
+
 def _play(evaluation: Evaluation) -> str:
     from worker.play.evaluation import evaluate
 
@@ -96,14 +103,10 @@ def catch_url():
 
 
 def test_catch_table_has_its_columns_from_the_episode_attributes(api, owner, catch_url):
-    response = api.post(
-        "/api/environments/", {"name": "my-catch", "base_url": catch_url, "capacity": 8}, format="json"
-    )
-    assert response.status_code == 201, response.json()
     evaluation = evaluation_create(
         owner=owner,
         data={
-            "environment": response.json()["id"],
+            "environment": _registered(api, "my-catch", catch_url),
             "models": ["solver", "random"],
             "episodes": 4,
             "seed": 1,
@@ -274,14 +277,10 @@ def test_wordle_and_sudoku_columns_from_the_episode_attributes(api, owner, app, 
     from tests.envs.servers import run_env_server
 
     with run_env_server(app, {"ENABLE_WEB_INTERFACE": "false"}) as url:
-        response = api.post(
-            "/api/environments/", {"name": f"my-{key}", "base_url": url, "capacity": 8}, format="json"
-        )
-        assert response.status_code == 201, response.json()
         evaluation = evaluation_create(
             owner=owner,
             data={
-                "environment": response.json()["id"],
+                "environment": _registered(api, f"my-{key}", url),
                 "models": ["solver", "random"],
                 "episodes": 2,
                 "max_tool_calling_iterations": iterations,
@@ -314,9 +313,7 @@ def test_reference_policies_make_at_most_the_evaluations_tool_calling_iterations
     from tests.envs.servers import run_env_server
 
     with run_env_server("envs.sudoku.server:app", {"ENABLE_WEB_INTERFACE": "false"}) as url:
-        response = api.post("/api/environments/", {"name": "my-sudoku", "base_url": url, "capacity": 8}, format="json")
-        assert response.status_code == 201, response.json()
-        environment = response.json()["id"]
+        environment = _registered(api, "my-sudoku", url)
         default = evaluation_create(
             owner=owner, data={"environment": environment, "models": ["solver", "random"], "episodes": 2}
         )
