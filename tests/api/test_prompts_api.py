@@ -14,7 +14,7 @@ from tests.support.prompt_rows import (
     PROMPT_B,
     XSS,
     legacy_run,
-    record_two_prompts,
+    prompted_run,
     running_run,
 )
 
@@ -23,9 +23,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def run(owner):
-    run = running_run(owner)
-    record_two_prompts(run)
-    return run
+    return prompted_run(owner)
 
 
 def _tool_messages(text: str) -> list[dict]:

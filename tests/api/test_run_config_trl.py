@@ -6,31 +6,14 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.run_launch import launch_config as config
+from tests.support.run_launch import launch_refused as refused
 from webapp.runs.config import DEPRECATIONS, RunConfig
 from webapp.runs.grpo_fields import CPU_REFUSED, TRL_PASSTHROUGH
 from webapp.runs.models import Rollout, Run, RunEvent
 from webapp.runs.services import LAUNCH_WARNING
 
 pytestmark = pytest.mark.django_db
-
-
-def config(env_id: int, **overrides):
-    base = {
-        "name": "t",
-        "model": "demo:echo",
-        "environments": [{"environment": env_id, "name": "echo", "prompt": "Echo 'hi'.", "rows": 8}],
-        "rewards": [{"name": "env_reward", "kind": "env_reward", "weight": 1.0}],
-        "grpo": {"num_generations": 4, "max_steps": 2, "per_device_train_batch_size": 4},
-    }
-    grpo = overrides.pop("grpo", {})
-    return {**base, **overrides, "grpo": None if grpo is None else {**base["grpo"], **grpo}}
-
-
-def refused(api, data) -> dict:
-    response = api.post("/api/runs/", data, format="json")
-    assert response.status_code == 400, response.json()
-    assert (Run.objects.count(), RunEvent.objects.count()) == (0, 0)
-    return response.json()
 
 
 @pytest.mark.parametrize("name", ["bf16", "gradient_checkpointing"])

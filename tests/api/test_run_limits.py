@@ -8,6 +8,8 @@ import json
 import pytest
 
 from tests.factories import EnvironmentFactory
+from tests.support.run_launch import launch_config as config
+from tests.support.run_launch import launch_refused as refused
 from webapp.runs.models import Run, RunEvent
 
 pytestmark = pytest.mark.django_db
@@ -31,26 +33,6 @@ def models_dir(settings, tmp_path):
     settings.RUNS_DIR = tmp_path / "runs"
     settings.ENVLAB_MODEL_ROOTS = []
     return root
-
-
-def config(env_id: int, **overrides):
-    base = {
-        "name": "t",
-        "model": "demo:echo",
-        "environments": [{"environment": env_id, "name": "echo", "prompt": "Echo 'hi'.", "rows": 8}],
-        "rewards": [{"name": "env_reward", "kind": "env_reward", "weight": 1.0}],
-        "grpo": {"num_generations": 4, "max_steps": 2, "per_device_train_batch_size": 4},
-    }
-    grpo = overrides.pop("grpo", {})
-    return {**base, **overrides, "grpo": {**base["grpo"], **grpo}}
-
-
-def refused(api, data) -> dict:
-    response = api.post("/api/runs/", data, format="json")
-    assert response.status_code == 400, response.json()
-    assert Run.objects.count() == 0
-    assert RunEvent.objects.count() == 0
-    return response.json()
 
 
 # --- M1: sizes -------------------------------------------------------------------------------

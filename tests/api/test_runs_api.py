@@ -6,22 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tests.envs.servers import free_port
+from tests.support.run_launch import launch_config as config
 from webapp.catalog.models import Environment
 from webapp.runs.models import Run
 
 pytestmark = pytest.mark.django_db
-
-
-def config(env_id: int, **grpo):
-    return {
-        "name": "t",
-        "model": "demo:echo",
-        "environments": [
-            {"environment": env_id, "name": "echo", "prompt": "Echo 'hi'.", "rows": 8}
-        ],
-        "rewards": [{"name": "env_reward", "kind": "env_reward", "weight": 1.0}],
-        "grpo": {"num_generations": 4, "max_steps": 2, "per_device_train_batch_size": 4, **grpo},
-    }
 
 
 @pytest.mark.parametrize(
@@ -37,7 +26,7 @@ def config(env_id: int, **grpo):
     ],
 )
 def test_structural_rejections_name_the_field(api, echo_env, built_model, grpo, field, fragment):
-    response = api.post("/api/runs/", config(echo_env.pk, **grpo), format="json")
+    response = api.post("/api/runs/", config(echo_env.pk, grpo=grpo), format="json")
     assert response.status_code == 400
     assert list(response.json()) == [field]
     assert fragment in response.json()[field][0]

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.accounts import token_client
+from tests.support.run_launch import launch_config
 from webapp.catalog.models import Environment
 from webapp.runs.models import Run, RunEvent
 from webapp.runs.services import run_claim, run_heartbeat
@@ -24,18 +25,8 @@ pytestmark = pytest.mark.django_db
 REASON = "the environment 'echo' is no longer shared with you"
 
 
-def _config(env_id: int, name: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "model": "demo:echo",
-        "environments": [{"environment": env_id, "name": "echo", "prompt": "Echo 'hi'.", "rows": 8}],
-        "rewards": [{"name": "env_reward", "kind": "env_reward", "weight": 1.0}],
-        "grpo": {"num_generations": 4, "max_steps": 2, "per_device_train_batch_size": 4},
-    }
-
-
 def _launch(client: Any, env_id: int, name: str) -> int:
-    response = client.post("/api/runs/", _config(env_id, name), format="json")
+    response = client.post("/api/runs/", launch_config(env_id, name=name), format="json")
     assert response.status_code == 201, response.json()
     return int(response.json()["id"])
 

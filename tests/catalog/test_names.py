@@ -5,12 +5,12 @@ launched through the API too (no worker: they stay queued)."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 
+from tests.support.run_launch import launch_config
 from webapp.catalog.models import Environment
 from webapp.runs.models import Run
 
@@ -27,16 +27,6 @@ def _catalog() -> list[tuple[str, str | None, bool]]:
         (e.name, e.owner.username if e.owner else None, e.shared)
         for e in Environment.objects.select_related("owner")
     )
-
-
-def _run_config(env_id: int) -> dict[str, Any]:
-    return {
-        "name": "t",
-        "model": "demo:echo",
-        "environments": [{"environment": env_id, "name": "echo", "prompt": "Echo 'hi'.", "rows": 8}],
-        "rewards": [{"name": "env_reward", "kind": "env_reward", "weight": 1.0}],
-        "grpo": {"num_generations": 4, "max_steps": 2, "per_device_train_batch_size": 4},
-    }
 
 
 def test_a_name_someone_keeps_private_is_free_to_others_and_never_mentioned(
@@ -101,10 +91,10 @@ def test_two_users_with_one_name_each_train_on_their_own(
     mine_id, theirs_id = mine.json()["id"], theirs.json()["id"]
 
     launched = [
-        api.post("/api/runs/", _run_config(mine_id), format="json"),
-        outsider_api.post("/api/runs/", _run_config(theirs_id), format="json"),
+        api.post("/api/runs/", launch_config(mine_id), format="json"),
+        outsider_api.post("/api/runs/", launch_config(theirs_id), format="json"),
     ]
-    crossed = outsider_api.post("/api/runs/", _run_config(mine_id), format="json")
+    crossed = outsider_api.post("/api/runs/", launch_config(mine_id), format="json")
 
     assert [r.status_code for r in launched] == [201, 201], [r.json() for r in launched]
     assert crossed.status_code == 400

@@ -11,19 +11,14 @@ import redis
 from django.conf import settings
 
 from tests.envs.servers import free_port
+from tests.support.demo_models import built_demo_echo
 from tests.support.processes import Service, start_web, start_worker
 
 
 @pytest.fixture(scope="session")
 def demo_model() -> str:
     """Build the test variant once; later sessions reuse it from var/test-models."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from worker.demo_model import build_demo_model, demo_model_path, is_built
-
-    path = demo_model_path("echo", settings.MODELS_DIR)
-    if not is_built(path):
-        build_demo_model(path, variant="test", seed=0)
-    return "demo:echo"
+    return built_demo_echo()
 
 
 @pytest.fixture(scope="module")

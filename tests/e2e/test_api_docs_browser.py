@@ -8,6 +8,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.support.browser import log_in
+
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
@@ -16,10 +18,7 @@ def _open_signed_in(browser, web: str, path: str):
     page = browser.new_page()
     requested: list[str] = []
     page.on("request", lambda request: requested.append(request.url))
-    page.goto(f"{web}/login/?next={path}")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, path)
     return page, requested
 
 

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from tests.support.browser import log_in
 from webapp.runs.models import Run
 from webapp.runs.services import run_claim
 from worker.training.telemetry import TelemetrySink
@@ -69,10 +70,7 @@ def test_live_page_gains_points_and_transcripts(browser, owner, web):
     first.join()
 
     page = browser.new_page()
-    page.goto(f"{web}/login/?next=/runs/{run.pk}/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, f"/runs/{run.pk}/")
     page.wait_for_selector('#run-page[data-live="live"]', timeout=20_000)
     page.wait_for_selector('#chart-reward[data-points="2"]', timeout=10_000)
     assert page.locator("article.rollout").count() == 2

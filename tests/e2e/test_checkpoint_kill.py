@@ -34,6 +34,17 @@ def _assert_exactly_once(run_id: int, max_steps: int) -> None:
     assert len(seqs) == len(set(seqs)) == max_steps * PER_STEP
 
 
+def _training(api, echo_url: str, worker, max_steps: int, save_steps: int) -> tuple[int, int]:
+    """An echo run launched and running: its id, and the worker's process that trains it."""
+    env_id = register_echo(api, echo_url)
+    run_id = api.post(
+        "/api/runs/", run_config(env_id, max_steps=max_steps, save_steps=save_steps), format="json"
+    ).json()["id"]
+    wait_for(lambda: Run.objects.get(pk=run_id).status == "running", 120, "the run to start")
+    [child] = worker_child_pids(worker)
+    return run_id, child
+
+
 def _stopped_when(child: int, condition, timeout: float, what: str) -> None:
     """Freeze the training process the moment `condition` holds, and keep it frozen only if it
     still holds once frozen (else let it go on and wait for the next chance)."""
@@ -50,13 +61,8 @@ def _stopped_when(child: int, condition, timeout: float, what: str) -> None:
 
 @pytest.mark.chaos
 def test_a_kill_between_a_flush_and_the_next_checkpoint_replays_without_mixing(api, echo_url, worker, chaos_row):
-    env_id = register_echo(api, echo_url)
     max_steps = 12
-    run_id = api.post(
-        "/api/runs/", run_config(env_id, max_steps=max_steps, save_steps=4), format="json"
-    ).json()["id"]
-    wait_for(lambda: Run.objects.get(pk=run_id).status == "running", 120, "the run to start")
-    [child] = worker_child_pids(worker)
+    run_id, child = _training(api, echo_url, worker, max_steps, save_steps=4)
 
     def flushed_past_checkpoint() -> bool:
         checkpoint = Run.objects.get(pk=run_id).checkpoint_step or 0
@@ -98,13 +104,8 @@ def test_a_kill_between_a_flush_and_the_next_checkpoint_replays_without_mixing(a
 
 @pytest.mark.chaos
 def test_a_kill_during_a_checkpoint_save_is_cleaned_up_and_the_run_resumes_whole(api, echo_url, worker, chaos_row):
-    env_id = register_echo(api, echo_url)
     max_steps = 24
-    run_id = api.post(
-        "/api/runs/", run_config(env_id, max_steps=max_steps, save_steps=1), format="json"
-    ).json()["id"]
-    wait_for(lambda: Run.objects.get(pk=run_id).status == "running", 120, "the run to start")
-    [child] = worker_child_pids(worker)
+    run_id, child = _training(api, echo_url, worker, max_steps, save_steps=1)
     folder = Path(settings.RUNS_DIR) / str(run_id)
 
     def saving() -> list[str]:

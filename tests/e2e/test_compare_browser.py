@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.browser import log_in
 from webapp.runs.models import MetricPoint, Run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -26,10 +27,7 @@ def test_tick_two_runs_compare_them_and_switch_the_metric(browser, owner, web):
     first = _run(owner, "low-lr", 1e-5)
     second = _run(owner, '<img src=x onerror="window.__xss=1">', 3e-5)
     page = browser.new_page()
-    page.goto(f"{web}/login/?next=/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, "/")
     page.wait_for_selector("#run-table")
     page.check(f'input[name=run][value="{first.pk}"]')
     page.check(f'input[name=run][value="{second.pk}"]')
@@ -62,10 +60,7 @@ def _seed(owner, name: str, lr: float, seed: int, group: str) -> Run:
 def test_grouped_compare_draws_a_band_per_group_and_keeps_the_smoothing_across_a_reload(browser, owner, web):
     runs = [_seed(owner, f"{lr}-{seed}", lr, seed, "") for lr in (1e-5, 3e-5) for seed in (0, 1, 2)]
     page = browser.new_page()
-    page.goto(f"{web}/login/?next=/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, "/")
     page.wait_for_selector("#run-table")
     query = "&".join(f"run={run.pk}" for run in runs) + "&key=reward&group_by=config.grpo.learning_rate"
     page.goto(f"{web}/runs/compare/?{query}")
@@ -150,10 +145,7 @@ def test_ungrouped_runs_plot_against_wall_time_and_keep_it_in_the_url(browser, o
             [MetricPoint(run=run, step=s, key=WALL_TIME_KEY, value=start + 10 * s, seq=100 + s) for s in (1, 2, 3)]
         )
     page = browser.new_page()
-    page.goto(f"{web}/login/?next=/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, "/")
     page.wait_for_selector("#run-table")
     page.goto(f"{web}/runs/compare/?run={first.pk}&run={second.pk}&key=reward")
     page.wait_for_selector('#compare-chart[data-drawn="2"][data-x="step"]', timeout=15_000)
@@ -181,10 +173,7 @@ def test_a_grouped_chart_follows_a_run_that_trains(browser, owner, web):
     Run.objects.filter(pk=runs[1].pk).update(status="running")
     page = browser.new_page()
     page.add_init_script("window.ENVLAB_COMPARE_POLL_MS = 300")
-    page.goto(f"{web}/login/?next=/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, "/")
     page.wait_for_selector("#run-table")
     page.goto(f"{web}/runs/compare/?run={runs[0].pk}&run={runs[1].pk}&key=reward&group_by=group")
     page.wait_for_selector('#compare-chart[data-bands="1"]', timeout=15_000)

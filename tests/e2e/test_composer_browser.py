@@ -12,6 +12,7 @@ import re
 import pytest
 
 from tests.e2e.helpers import register_lab_entry
+from tests.support.browser import log_in
 from webapp.jobs.models import Job
 from webapp.rewards.models import RewardRecipe
 from webapp.runs.models import Rollout, Run
@@ -33,18 +34,11 @@ def _add_term(page, index: int, kind: str, name: str, params: dict[str, str]) ->
         page.fill(f'{_row(index)} .param-input[data-param="{param}"]', value)
 
 
-def _login(page, web: str, path: str) -> None:
-    page.goto(f"{web}/login/?next={path}")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
-
-
 @pytest.mark.slow
 def test_compose_the_wordle_recipe_save_it_dry_run_it_and_see_the_histogram(api, wordle_url, worker, web, browser):
     env_id = register_lab_entry(api, "wordle", wordle_url)
     page = browser.new_page()
-    _login(page, web, "/rewards/new/")
+    log_in(page, web, "/rewards/new/")
     page.wait_for_selector("#composer-page[data-mode=new]")
 
     page.fill("#recipe-name", "wordle three terms")
@@ -110,7 +104,7 @@ def test_preview_scores_a_stored_rollout_with_the_draft_and_shows_the_tree_as_te
         episode={"attributes": {"won": 1.0, "num_guesses": 3.0, "invalid_moves": 2.0}, "components": {}},
     )  # fmt: skip
     page = browser.new_page()
-    _login(page, web, f"/rewards/{recipe}/")
+    log_in(page, web, f"/rewards/{recipe}/")
     page.wait_for_selector("#composer-page[data-mode=edit]")
     page.wait_for_selector('#validation-status[data-state="ok"]', timeout=10_000)  # the saved version checks out
     # The draft, not the saved version, is what is scored: the penalty's scale changed here.
@@ -134,7 +128,7 @@ def test_preview_scores_a_stored_rollout_with_the_draft_and_shows_the_tree_as_te
 def test_play_a_fresh_episode_with_an_unsaved_draft_and_see_its_tree_and_transcript(api, wordle_url, worker, web, browser):
     env_id = register_lab_entry(api, "wordle", wordle_url)
     page = browser.new_page()
-    _login(page, web, "/rewards/new/")
+    log_in(page, web, "/rewards/new/")
     page.wait_for_selector("#composer-page[data-mode=new]")
     _add_term(page, 0, "success_bonus", "win", {"speed_bonus": "0.5", "steps": "num_guesses", "max_steps": "6"})
     # Limited to the run-local name given below, and to a name shown as text, never as markup.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.browser import log_in
 from webapp.catalog.models import Environment
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -22,10 +23,7 @@ def test_console_shows_environment_text_as_text(browser, owner, web, echo_url):
     evil = '<img src=x onerror="window.__xss=1">'
 
     page = browser.new_page()
-    page.goto(f"{web}/login/?next=/environments/{environment.pk}/console/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, f"/environments/{environment.pk}/console/")
     page.wait_for_selector('#console-page[data-live="live"]', timeout=30_000)
 
     page.fill("#reset-seed", "3")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.helpers import register_lab_entry, wait_for
+from tests.support.browser import log_in
 from webapp.jobs.models import Job
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -57,10 +58,7 @@ def test_the_job_page_follows_the_dry_run_and_draws_its_histograms(api, wordle_u
         format="json",
     ).json()["id"]
     page = browser.new_page()
-    page.goto(f"{web}/login/?next=/jobs/{job_id}/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, f"/jobs/{job_id}/")
     page.wait_for_selector('#job-page[data-status="succeeded"]', timeout=240_000)
     page.wait_for_selector("#histogram-total[data-bins]", timeout=15_000)
     assert page.locator("#job-progress-text").text_content() == "8 / 8"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.browser import log_in
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.runs.models import Run
 
@@ -58,10 +59,7 @@ def test_progress_table_sorting_and_chart(browser, owner, web):
     _episode(evaluation, 0, 0.25)
 
     page = browser.new_page()
-    page.goto(f"{web}/login/?next=/evaluations/{evaluation.pk}/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, f"/evaluations/{evaluation.pk}/")
     page.wait_for_selector("#evaluation-progress")
     assert page.locator("#evaluation-progress-text").inner_text() == "1 / 2 episodes"
 

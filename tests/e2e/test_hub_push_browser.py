@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.browser import log_in
 from webapp.accounts.secrets import user_secret_set
 from webapp.jobs.models import Job
 from webapp.runs.models import Run
@@ -18,10 +19,7 @@ def test_the_push_form_says_why_it_was_refused_and_opens_the_job_when_accepted(b
         owner=owner, name="pushed", config={}, model="demo:echo", max_steps=2, step=2, status="succeeded"
     )
     page = browser.new_page()
-    page.goto(f"{web}/login/?next=/runs/{run.pk}/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, f"/runs/{run.pk}/")
     page.wait_for_selector("#hub-push-form")
 
     page.fill("#hub-push-repo", "owner/echo-rollouts")

@@ -9,16 +9,13 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.helpers import register_lab_entry, wait_for
+from tests.support.browser import log_in
+from tests.support.recipes import WORDLE_GUIDE
 from webapp.jobs.models import Job
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-GUIDE = [
-    {"name": "win", "kind": "success_bonus",
-     "params": {"speed_bonus": 0.5, "steps": "num_guesses", "max_steps": "max_guesses"}},
-    {"name": "greens", "kind": "partial_credit", "params": {"attribute": "best_greens", "scale": 0.1}},
-    {"name": "invalid", "kind": "penalty", "params": {"attribute": "invalid_moves", "scale": 0.1}},
-]  # fmt: skip
+GUIDE = WORDLE_GUIDE
 GAMED = [{"name": "called", "kind": "tool_called"}]
 EPISODES = 6
 
@@ -75,10 +72,7 @@ def test_the_environment_page_form_queues_a_card_and_the_job_page_draws_it(api, 
     env_id = register_lab_entry(api, "wordle", wordle_url)
     api.post("/api/reward-recipes/", {"name": "guide", "terms": GUIDE}, format="json")
     page = browser.new_page()
-    page.goto(f"{web}/login/?next=/environments/{env_id}/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, f"/environments/{env_id}/")
     page.wait_for_selector("#learnability-none")
     page.fill("#learnability-episodes", "99")  # past the limit: the API's refusal is shown
     page.evaluate("document.getElementById('learnability-episodes').removeAttribute('max')")

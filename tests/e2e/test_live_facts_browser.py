@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.helpers import register_echo, run_config, wait_for, wait_status
+from tests.support.browser import log_in
 from webapp.runs.models import Run, RunEvent
 from webapp.runs.services import run_claim, run_finish
 from worker.training.telemetry import TelemetrySink
@@ -81,10 +82,7 @@ def _open(browser, web: str, run_id: int):
     page = browser.new_page()
     page.add_init_script(KEEP_SOCKETS)
     page.add_init_script(WATCH_BANNER)
-    page.goto(f"{web}/login/?next=/runs/{run_id}/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, f"/runs/{run_id}/")
     page.wait_for_selector('#run-page[data-live="live"][data-facts="synced"]', timeout=20_000)
     # Gone after a reload: proves that what follows arrived without one.
     page.evaluate("window.__sameDocument = true")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.browser import log_in
 from webapp.catalog.models import Environment
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -28,10 +29,7 @@ def test_a_dropped_socket_comes_back_and_a_refused_one_stays_closed(browser, own
 
     page = browser.new_page()
     page.route_web_socket(f"**/ws/environments/{environment.pk}/console/", relay)
-    page.goto(f"{web}/login/?next=/environments/{environment.pk}/console/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, f"/environments/{environment.pk}/console/")
     root = page.locator("#console-page")
     page.wait_for_selector('#console-page[data-live="live"]', timeout=30_000)
     assert len(connections) == 1

@@ -12,6 +12,7 @@ import threading
 import pytest
 
 from tests.e2e.helpers import wait_for
+from tests.support.browser import log_in
 from webapp.accounts.models import RunChartLayout
 from webapp.runs.models import MetricPoint, Run
 from webapp.runs.services import run_claim
@@ -77,10 +78,7 @@ def _plot(page, selector: str) -> dict:
 
 
 def _log_in(page, web: str, run_id: int) -> None:
-    page.goto(f"{web}/login/?next=/runs/{run_id}/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, f"/runs/{run_id}/")
     page.wait_for_selector('#run-page[data-live="live"]', timeout=20_000)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.browser import log_in
 from webapp.runs.models import Run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -14,10 +15,7 @@ CONFIG = {"warmup": {"kind": "sft", "source": "solver"}, "grpo": {"max_steps": 8
 
 def _open(browser, web: str, run: Run):
     page = browser.new_page()
-    page.goto(f"{web}/login/?next=/runs/{run.pk}/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, f"/runs/{run.pk}/")
     page.wait_for_selector("#run-page")
     return page
 

@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.prompt_rows import KEY_A, KEY_B, XSS, record_two_prompts, running_run
+from tests.support.browser import log_in
+from tests.support.prompt_rows import KEY_A, KEY_B, XSS, prompted_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_the_list_leads_to_the_timeline_and_the_picker_chooses_steps(browser, web, owner):
-    run = running_run(owner)
-    record_two_prompts(run)
+    run = prompted_run(owner)
     page = browser.new_page()
-    page.goto(f"{web}/login/?next=/runs/{run.pk}/prompts/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, f"/runs/{run.pk}/prompts/")
     page.wait_for_selector("#prompts-table")
     assert page.locator("tr.prompt-row").evaluate_all("rows => rows.map(r => r.dataset.key)") == [KEY_A, KEY_B]
 

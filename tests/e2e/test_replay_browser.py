@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from typing import Any
 
 import pytest
@@ -18,10 +16,11 @@ from envs.catch.solver import CatchSolver
 from envs.solvers import ToolCall
 from envs.sudoku.solver import SudokuSolver, parse_board
 from envs.wordle.solver import WordleSolver
-from tests.envs.servers import run_env_server
+from tests.envs.servers import run_env_servers
 from tests.envs.wire import SERVER_ENV
 from tests.factories import EvaluationFactory
-from webapp.catalog.models import Environment
+from tests.support.browser import log_in
+from tests.support.replay import run_on_catch
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.runs.models import Rollout, Run
 from webapp.runs.services import run_claim
@@ -59,14 +58,7 @@ class RefusedThenSolved:
 def played() -> Iterator[dict[str, Episode]]:
     """One seeded episode per game, played by its solver on the real server."""
     names = ("catch", "wordle", "sudoku")
-    contexts = [
-        run_env_server(f"envs.{name}.server:app", SERVER_ENV, startup_timeout=90) for name in names
-    ]
-    with ExitStack() as stack, ThreadPoolExecutor(len(contexts)) as pool:
-        started = list(pool.map(lambda context: (context, context.__enter__()), contexts))
-        for context, _url in started:
-            stack.push(context.__exit__)
-        urls = {name: url for name, (_context, url) in zip(names, started, strict=True)}
+    with run_env_servers(names, SERVER_ENV, startup_timeout=90) as urls:
         policies = {"catch": CatchSolver(), "wordle": WordleSolver(), "sudoku": RefusedThenSolved()}
         prompts = {
             "catch": "Catch the ball: move the paddle under it.",
@@ -87,10 +79,7 @@ def _login(
     browser: Any, web: str, path: str, ready: str = '#replay-page[data-ready="true"]'
 ) -> Any:
     page = browser.new_page()
-    page.goto(f"{web}/login/?next={path}")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, path)
     page.wait_for_selector(ready)
     return page
 
@@ -101,19 +90,7 @@ def _board(page: Any, name: str) -> str:
 
 def test_catch_replay_moves_the_ball_as_you_step_with_the_keyboard(browser, owner, web, played):
     episode = played["catch"]
-    environment = Environment.objects.create(
-        name="catch",
-        base_url="http://127.0.0.1:9",
-        owner=owner,
-        metadata={"style": "bundled", "adapter": "catch"},
-    )
-    run = Run.objects.create(
-        owner=owner,
-        name="catcher",
-        model="demo:echo",
-        max_steps=1,
-        config={"environments": [{"environment": environment.pk, "name": "catch"}]},
-    )
+    run = run_on_catch(owner, "catch", max_steps=1)
     Rollout.objects.create(
         run=run,
         seq=1,
@@ -334,10 +311,7 @@ def test_every_transcript_on_the_run_page_links_to_its_replay(browser, owner, we
     Run.objects.filter(pk=run.pk).update(last_seq=1)
 
     page = browser.new_page()
-    page.goto(f"{web}/login/?next=/runs/{run.pk}/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, f"/runs/{run.pk}/")
     page.wait_for_selector('#run-page[data-live="live"]', timeout=20_000)
     pusher = threading.Thread(target=_push_rollout, args=(run.pk,))
     pusher.start()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.helpers import register_echo, run_config, wait_for, wait_status
+from tests.support.browser import log_in
 from webapp.jobs.models import Job
 from webapp.runs.models import Rollout, Run
 
@@ -103,10 +104,7 @@ def test_the_run_pages_form_starts_a_rescore_and_the_job_page_shows_old_and_new(
     before = list(Rollout.objects.filter(run=run).order_by("seq").values())
 
     page = browser.new_page()
-    page.goto(f"{web}/login/?next=/runs/{run.pk}/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, f"/runs/{run.pk}/")
     page.wait_for_selector('#rescore-form[data-ready="true"]', timeout=15_000)
     assert page.locator("#rescore-recipe option").all_text_contents() == ["<i>calls</i> (v1)"]  # text, not markup
     page.click("#rescore-button")

@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+from tests.support.browser import log_in
 from webapp.runs.models import Rollout, Run, prompt_key
 from webapp.runs.services import run_claim
 from worker.training.telemetry import TelemetrySink
@@ -47,13 +48,6 @@ def _rows(run: Run) -> dict[int, list[int]]:
     Rollout.objects.bulk_create(rows, batch_size=500)
     Run.objects.filter(pk=run.pk).update(last_seq=seq, step=3)
     return seqs
-
-
-def _login(page, web: str, path: str) -> None:
-    page.goto(f"{web}/login/?next={path}")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
 
 
 def _shown(page) -> list[int]:
@@ -101,7 +95,7 @@ def big_run(owner):
 def test_the_list_keeps_a_window_scrolls_filters_and_shows_markup_as_text(browser, web, big_run):
     run, seqs = big_run
     page = browser.new_page(viewport={"width": 1200, "height": 900})
-    _login(page, web, f"/runs/{run.pk}/")
+    log_in(page, web, f"/runs/{run.pk}/")
     _ready(page, 2100)
     shown = _shown(page)
     # Newest first, from the top, and only a window of the 2,100 in the DOM.
@@ -156,7 +150,7 @@ def test_a_linked_rollout_opens_in_its_step_and_a_live_one_arrives_on_top(browse
     run, seqs = big_run
     page = browser.new_page(viewport={"width": 1200, "height": 900})
     target = seqs[1][10]  # deep in step 1: the list pages down to it
-    _login(page, web, f"/runs/{run.pk}/?rollout={target}")
+    log_in(page, web, f"/runs/{run.pk}/?rollout={target}")
     page.wait_for_selector(f'#rollouts[data-focused="{target}"]', timeout=20_000)
     assert page.eval_on_selector("#rollouts", "box => box.dataset.filter") == "1"
     assert _texts(page, f"#rollout-{target}.expanded .message-content") == [

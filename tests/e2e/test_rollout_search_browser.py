@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_rollout_list_browser import _login, _ready, _shown
+from tests.e2e.test_rollout_list_browser import _ready, _shown
+from tests.support.browser import log_in
 from webapp.runs.models import Rollout
 from webapp.runs.services import run_claim
 from webapp.runs.telemetry.record import telemetry_record
@@ -50,7 +51,7 @@ def test_the_search_filters_orders_survives_a_reload_and_clears(browser, web, se
     expected = sorted((s for s in range(1, ROWS + 1) if s % 7 == 0), key=lambda s: (-(s % 10), -s))
     assert Rollout.objects.filter(run=run, tool_failures=1).count() == len(expected) == 42
     page = browser.new_page(viewport={"width": 1200, "height": 900})
-    _login(page, web, f"/runs/{run.pk}/")
+    log_in(page, web, f"/runs/{run.pk}/")
     _ready(page, ROWS)
     assert _shown(page)[:2] == [300, 299]
 

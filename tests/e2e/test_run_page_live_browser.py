@@ -14,8 +14,8 @@ import pytest
 from django.conf import settings
 
 from envs.adapters.tool_metrics import CALLS, FAILURES, LATENCY, tool_key
-from tests.e2e.test_rollout_list_browser import _login
 from tests.factories import RunFactory
+from tests.support.browser import log_in
 from webapp.runs.models import Run
 from webapp.runs.services import run_claim, run_finish
 from worker.training.telemetry import TelemetrySink
@@ -58,7 +58,7 @@ def _step(run_id: int, step: int, calls: int, checkpoint: bool = False) -> None:
 def test_tools_and_checkpoints_fill_in_and_the_live_badge_goes_at_the_end(browser, web, training_run):
     run = training_run
     page = browser.new_page(viewport={"width": 1200, "height": 900})
-    _login(page, web, f"/runs/{run.pk}/")
+    log_in(page, web, f"/runs/{run.pk}/")
     page.wait_for_selector('#run-page[data-live="live"]', timeout=20_000)
     assert page.inner_text("#no-tools") == "No tool calls recorded yet."
     assert page.locator("#checkpoints tr.checkpoint-row").count() == 0

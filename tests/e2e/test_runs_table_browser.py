@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.browser import log_in
 from webapp.runs.models import Run, RunTag
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -25,10 +26,7 @@ def test_filter_and_sort_survive_a_reload_and_bulk_tag(browser, owner, web):
         if tag:
             RunTag.objects.create(run=made[name], slug=tag)
     page = browser.new_page()
-    page.goto(f"{web}/login/?next=/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, "/")
     page.wait_for_selector("#run-table")
 
     page.fill("#filter-tag", "keep")
@@ -78,10 +76,7 @@ def test_filter_and_sort_survive_a_reload_and_bulk_tag(browser, owner, web):
 def test_the_run_page_edits_its_labels_in_place(browser, owner, web):
     run = Run.objects.create(owner=owner, name="before", config={}, model="demo:echo", max_steps=5, status="succeeded")
     page = browser.new_page()
-    page.goto(f"{web}/login/?next=/runs/{run.pk}/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, f"/runs/{run.pk}/")
     page.wait_for_selector("#run-labels-form", state="attached")
     page.click("#run-labels-edit summary")
 

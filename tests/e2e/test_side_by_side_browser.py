@@ -14,6 +14,7 @@ import pytest
 from envs.wordle.rules import score_guess
 from envs.wordle.server import secret_for_seed
 from tests.e2e.helpers import register_lab_entry, wait_status
+from tests.support.browser import log_in
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.runs.checkpoints import run_checkpoints
 from webapp.runs.models import Run
@@ -90,10 +91,7 @@ def test_two_checkpoints_on_one_wordle_seed_step_together(
     environment_id = run.config["environments"][0]["environment"]
 
     page = browser.new_page()
-    page.goto(f"{web}/login/?next=/arena/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, "/arena/")
     page.wait_for_selector("#arena-form")
     page.select_option("#id_environment", str(environment_id))
     page.select_option("#id_model_0", f"run:{run.pk}@0")

@@ -5,8 +5,6 @@ ends. The real stack: a worker process, Redis, the database, a uvicorn environme
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +15,7 @@ import pytest
 
 from tests.e2e.helpers import register_echo, run_config, wait_for, wait_status
 from tests.support.env_process import EnvServerProcess
-from tests.support.processes import Service, start_worker, worker_ready
+from tests.support.processes import Service, worker_in_place_of
 from webapp.runs.models import Run, RunEvent
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -31,15 +29,8 @@ TOOL_CALL = "a tool call to environment 'echo' (tool echo)"
 def stall_worker(worker) -> Iterator[Service]:
     """The session's worker, stopped for one started with a short ENVLAB_STALL_SECONDS (it is read
     at start), and started again afterwards: two workers would race for the run."""
-    os.killpg(worker.process.pid, signal.SIGTERM)
-    worker.process.wait(30)
-    service = start_worker("stallworker", ENVLAB_STALL_SECONDS=str(STALL_LIMIT_S))
-    try:
+    with worker_in_place_of(worker, "stallworker", ENVLAB_STALL_SECONDS=str(STALL_LIMIT_S)) as service:
         yield service
-    finally:
-        service.stop()
-        offset = len(worker.log_text())
-        worker.restart(lambda: worker_ready(worker, offset))
 
 
 def _stall_alerts(run_id: int) -> list[tuple[bool, int, str]]:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.e2e.helpers import register_echo, run_config
-from tests.support.processes import Service, start_worker, worker_ready
+from tests.support.processes import Service, worker_in_place_of
 from webapp.runs.models import Run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -23,19 +23,9 @@ def quota_worker(worker, settings) -> Iterator[Service]:
     """The session's worker, stopped for one whose ENVLAB_MAX_ACTIVE_RUNS is QUOTA (it releases
     members when its runs end, under its own settings), started again afterwards: two workers
     would race for the runs."""
-    import os
-    import signal
-
     settings.ENVLAB_MAX_ACTIVE_RUNS = QUOTA  # this process makes the sweep and queues its first members
-    os.killpg(worker.process.pid, signal.SIGTERM)
-    worker.process.wait(30)
-    service = start_worker("sweepworker", ENVLAB_MAX_ACTIVE_RUNS=str(QUOTA))
-    try:
+    with worker_in_place_of(worker, "sweepworker", ENVLAB_MAX_ACTIVE_RUNS=str(QUOTA)) as service:
         yield service
-    finally:
-        service.stop()
-        offset = len(worker.log_text())
-        worker.restart(lambda: worker_ready(worker, offset))
 
 
 def test_a_2x3_sweep_with_a_quota_of_2_never_has_more_than_2_active_and_all_6_finish(api, echo_url, quota_worker):

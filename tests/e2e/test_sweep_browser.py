@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.browser import log_in
 from webapp.runs.models import MetricPoint, Run
 from webapp.sweeps.services import sweep_create
 
@@ -31,10 +32,7 @@ def test_the_sweep_page_draws_its_figure_and_cancels_the_rest(
         MetricPoint(run=run, step=1, key="reward", value=value, seq=1) for run, value in zip(runs, (0.1, 0.2, 0.3, 0.4), strict=True)
     ])
     page = browser.new_page()
-    page.goto(f"{web}/login/?next=/sweeps/{sweep.pk}/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", "owner-pw")
-    page.click("button[type=submit], input[type=submit]")
+    log_in(page, web, f"/sweeps/{sweep.pk}/")
     page.wait_for_selector('#sweep-chart[data-drawn="1"]', timeout=15_000)
     dimensions = page.evaluate(
         "() => document.getElementById('sweep-chart').data[0].dimensions.map(d => [d.label, d.values])"

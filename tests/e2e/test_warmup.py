@@ -41,6 +41,8 @@ WARMUP = {"episodes": 16, "epochs": 16, "learning_rate": 5e-3, "per_device_train
 SFT_STEPS = 32
 SAMPLES = 16
 WELL_FORMED_AT_LEAST = 12
+# The echo runs' short warm-up: a few solver episodes, one epoch.
+ECHO_WARMUP = {"source": "solver", "episodes": 4, "epochs": 1, "per_device_train_batch_size": 2}
 
 
 @pytest.fixture(scope="module")
@@ -216,12 +218,7 @@ def test_warmups_from_the_solver_and_from_kept_rollouts_teach_tool_calls(
 def test_warmup_then_grpo_on_echo(api, owner, echo_url, worker):
     env_id = register_echo(api, echo_url)
     config = run_config(env_id, max_steps=2, save_steps=2)
-    config["sft_warmup"] = {
-        "source": "solver",
-        "episodes": 4,
-        "epochs": 1,
-        "per_device_train_batch_size": 2,
-    }
+    config["sft_warmup"] = ECHO_WARMUP
     response = api.post("/api/runs/", config, format="json")
     assert response.status_code == 201, response.json()
     run_id = response.json()["id"]
@@ -254,12 +251,7 @@ def test_a_run_taken_over_during_grpo_keeps_its_warmup(api, echo_url, worker):
 
     env_id = register_echo(api, echo_url)
     config = run_config(env_id, max_steps=8, save_steps=2)
-    config["sft_warmup"] = {
-        "source": "solver",
-        "episodes": 4,
-        "epochs": 1,
-        "per_device_train_batch_size": 2,
-    }
+    config["sft_warmup"] = ECHO_WARMUP
     run_id = api.post("/api/runs/", config, format="json").json()["id"]
     wait_for(
         lambda: (lambda r: r.phase == "grpo" and (r.checkpoint_step or 0) >= 2 and r.step >= 3)(

@@ -6,12 +6,15 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 from tests.support.ports import free_port
 
@@ -87,3 +90,39 @@ def run_env_server(
     command += ["--port", str(port), "--log-level", "warning"]
     with run_server_command(command, url, env, startup_timeout=startup_timeout):
         yield url
+
+
+@contextmanager
+def run_env_servers(
+    names: Sequence[str], env: dict[str, str], *, startup_timeout: float = 90.0
+) -> Iterator[dict[str, str]]:
+    """One real server per environment in ``names`` (``envs.<name>.server:app``), all started at
+    once (each spends seconds importing openenv); yields each name's base URL."""
+    contexts = [
+        run_env_server(f"envs.{name}.server:app", env, startup_timeout=startup_timeout) for name in names
+    ]
+    with ExitStack() as stack, ThreadPoolExecutor(len(contexts)) as pool:
+        started = list(pool.map(lambda context: (context, context.__enter__()), contexts))
+        for context, _url in started:
+            stack.push(context.__exit__)
+        yield {name: url for name, (_context, url) in zip(names, started, strict=True)}
+
+
+@contextmanager
+def serve_in_thread(app: Any, port: int, name: str) -> Iterator[str]:
+    """``app`` on a uvicorn server in a thread of this process, on ``port``; yields its URL.
+    ``name`` says which server did not start, if it does not within 20 s."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, f"the {name} server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)

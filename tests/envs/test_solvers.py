@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from typing import Any
 
 import jsonschema
@@ -25,7 +23,7 @@ from envs.sudoku.server import generate_puzzle, render_grid
 from envs.sudoku.solver import SudokuSolver, parse_board, solve
 from envs.wordle.server import WORDS, score_guess
 from envs.wordle.solver import WordleSolver, marks_for, parse_feedback
-from tests.envs.servers import run_env_server
+from tests.envs.servers import run_env_servers
 from tests.envs.wire import SERVER_ENV
 from webapp.runs.config import RunEnvironment
 from worker.datasets import prompt_rows
@@ -50,14 +48,8 @@ def servers() -> Iterator[dict[str, str]]:
     """One real server per environment, started once for the module, all at once (each
     spends seconds importing openenv)."""
     names = (*BUNDLED, "mcpdemo")
-    contexts = [
-        run_env_server(f"envs.{name}.server:app", SERVER_ENV, startup_timeout=90) for name in names
-    ]
-    with ExitStack() as stack, ThreadPoolExecutor(len(contexts)) as pool:
-        started = list(pool.map(lambda context: (context, context.__enter__()), contexts))
-        for context, _url in started:
-            stack.push(context.__exit__)
-        yield {name: url for name, (_context, url) in zip(names, started, strict=True)}
+    with run_env_servers(names, SERVER_ENV, startup_timeout=90) as urls:
+        yield urls
 
 
 def adapter_for(name: str, url: str) -> Any:

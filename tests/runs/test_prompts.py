@@ -14,7 +14,7 @@ from tests.support.prompt_rows import (
     PROMPT_A,
     PROMPT_B,
     legacy_run,
-    record_two_prompts,
+    prompted_run,
     running_run,
 )
 from webapp.runs.models import Rollout, prompt_key
@@ -34,9 +34,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def run(owner):
-    run = running_run(owner)
-    record_two_prompts(run)
-    return run
+    return prompted_run(owner)
 
 
 def test_the_prompts_of_a_run_most_repeated_first(run):
@@ -89,8 +87,7 @@ def test_chosen_steps_include_one_the_prompt_was_not_trained_at(run):
 
 
 def test_an_unknown_or_malformed_key_is_no_timeline(run, owner):
-    other = running_run(owner, "other")
-    record_two_prompts(other)
+    other = prompted_run(owner, "other")
     assert run_prompt_timeline(run=run, key="0" * 32) is None
     assert run_prompt_timeline(run=run, key=KEY_A.upper()) is None
     assert run_prompt_timeline(run=run, key="") is None

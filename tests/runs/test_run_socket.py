@@ -18,7 +18,7 @@ from channels.security.websocket import AllowedHostsOriginValidator
 from django.urls import path
 
 from tests.factories import RunFactory
-from tests.support.websocket import WebsocketCommunicator, signed_in_headers
+from tests.support.websocket import WebsocketCommunicator, first_frame, signed_in_headers
 from webapp.runs.models import Run
 from webapp.runs.telemetry.consumers import RunConsumer
 
@@ -40,17 +40,7 @@ def run(owner: Any) -> Run:
 
 
 def _first_frame(run: Run, headers: list[tuple[bytes, bytes]]) -> Any:
-    async def scenario() -> Any:
-        communicator = WebsocketCommunicator(
-            _application(RunConsumer), f"/ws/runs/{run.pk}/", headers
-        )
-        connected, _ = await communicator.connect(timeout=5)
-        assert connected
-        frame = await communicator.receive_output(timeout=5)
-        await communicator.disconnect()
-        return json.loads(frame["text"]) if frame["type"] == "websocket.send" else frame
-
-    return async_to_sync(scenario)()
+    return first_frame(_application(RunConsumer), f"/ws/runs/{run.pk}/", headers)
 
 
 @pytest.mark.parametrize(

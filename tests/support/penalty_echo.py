@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from openenv.core.env_server.http_server import create_app
-
-from envs.common import max_concurrent_envs
+from envs.bundled_app import create_bundled_app
 from envs.echo.models import EchoAction, EchoObservation, EchoState
-from envs.echo.server import ENV_NAME, EchoEnvironment, envlab_marker
+from envs.echo.server import ENV_NAME, ENV_VERSION, EchoEnvironment
 
 PENALTY = -1.0
 
@@ -25,12 +23,7 @@ class PenaltyEchoEnvironment(EchoEnvironment):
         return observation
 
 
-app = create_app(
-    PenaltyEchoEnvironment,
-    EchoAction,
-    EchoObservation,
-    env_name=ENV_NAME,
-    max_concurrent_envs=max_concurrent_envs(),
-    state_cls=EchoState,
+# The bundled echo's app and ``/envlab`` marker (same name and version), on this environment.
+app, _ = create_bundled_app(
+    PenaltyEchoEnvironment, EchoAction, EchoObservation, EchoState, name=ENV_NAME, version=ENV_VERSION
 )
-app.get("/envlab", include_in_schema=False)(envlab_marker)

@@ -180,6 +180,22 @@ def worker_ready(service: Service, after: int = 0) -> bool:
     return " ready." in service.log_text()[after:]
 
 
+@contextmanager
+def worker_in_place_of(worker: Service, name: str, **env: str) -> Iterator[Service]:
+    """``worker`` (the session's) stopped for a worker ``name`` started with ``env`` (settings it
+    reads at start), which is stopped afterwards and ``worker`` started again: two workers
+    would race for the same runs."""
+    os.killpg(worker.process.pid, signal.SIGTERM)
+    worker.process.wait(30)
+    service = start_worker(name, **env)
+    try:
+        yield service
+    finally:
+        service.stop()
+        offset = len(worker.log_text())
+        worker.restart(lambda: worker_ready(worker, offset))
+
+
 def start_web(port: int, *, name: str = "web", **env: str) -> Service:
     service = Service(
         name,

@@ -45,6 +45,13 @@ def running_run(owner, name: str = "prompts") -> Run:
     )
 
 
+def prompted_run(owner, name: str = "prompts") -> Run:
+    """A running run with record_two_prompts's rollouts."""
+    run = running_run(owner, name)
+    record_two_prompts(run)
+    return run
+
+
 def legacy_run(owner) -> Run:
     """A run stored before prompt tracking: its rollouts have the prompt key ""."""
     run = Run.objects.create(owner=owner, name="old", config={}, model="demo:echo", max_steps=2)

@@ -13,11 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from openenv.core.env_server.http_server import create_app
-
-from envs.common import max_concurrent_envs
+from envs.bundled_app import create_bundled_app
 from envs.echo.models import EchoAction, EchoObservation, EchoState
-from envs.echo.server import ENV_NAME, EchoEnvironment, envlab_marker
+from envs.echo.server import ENV_NAME, ENV_VERSION, EchoEnvironment
 
 
 class StallingEchoEnvironment(EchoEnvironment):
@@ -33,12 +31,7 @@ class StallingEchoEnvironment(EchoEnvironment):
         return super().step(action, timeout_s=timeout_s, **kwargs)
 
 
-app = create_app(
-    StallingEchoEnvironment,
-    EchoAction,
-    EchoObservation,
-    env_name=ENV_NAME,
-    max_concurrent_envs=max_concurrent_envs(),
-    state_cls=EchoState,
+# The bundled echo's app and ``/envlab`` marker (same name and version), on this environment.
+app, _ = create_bundled_app(
+    StallingEchoEnvironment, EchoAction, EchoObservation, EchoState, name=ENV_NAME, version=ENV_VERSION
 )
-app.get("/envlab", include_in_schema=False)(envlab_marker)

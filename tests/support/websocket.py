@@ -7,6 +7,7 @@ from typing import Any
 from unittest import mock
 from urllib.parse import urlparse
 
+from asgiref.sync import async_to_sync
 from asgiref.testing import ApplicationCommunicator
 from django.conf import settings
 from django.test import Client
@@ -58,6 +59,16 @@ class WebsocketCommunicator(ApplicationCommunicator):
         assert response["type"] == "websocket.send", response
         return json.loads(response["text"])
 
+    async def receive_until_close(self, timeout: float = 5) -> list[Any]:
+        """The frames that come until the socket is closed: each message's JSON, then the close
+        frame itself (``{"type": "websocket.close", "code": ...}``)."""
+        frames: list[Any] = []
+        while True:
+            frame = await self.receive_output(timeout)
+            frames.append(json.loads(frame["text"]) if frame["type"] == "websocket.send" else frame)
+            if frame["type"] == "websocket.close":
+                return frames
+
     async def disconnect(self, code: int = 1000, timeout: float = 10) -> None:
         await self.send_input({"type": "websocket.disconnect", "code": code})
         await self.wait(timeout)
@@ -75,3 +86,18 @@ def signed_in_headers(user: Any) -> tuple[list[tuple[bytes, bytes]], Client]:
         (b"cookie", cookie.encode()),
     ]
     return headers, client
+
+
+def first_frame(application: Any, path: str, headers: list[tuple[bytes, bytes]]) -> Any:
+    """Open a socket on ``path`` (it must be accepted) and return the first frame: a message's
+    JSON, or the close frame itself (``{"type": "websocket.close", "code": ...}``). Sync code."""
+
+    async def scenario() -> Any:
+        communicator = WebsocketCommunicator(application, path, headers)
+        connected, _ = await communicator.connect(timeout=5)
+        assert connected
+        frame = await communicator.receive_output(timeout=5)
+        await communicator.disconnect()
+        return json.loads(frame["text"]) if frame["type"] == "websocket.send" else frame
+
+    return async_to_sync(scenario)()

@@ -179,12 +179,7 @@ async def _closing(communicator: WebsocketCommunicator) -> list[Any]:
     """Connect and read what comes until the socket is closed (an accepted, refused socket)."""
     connected, _ = await communicator.connect(timeout=5)
     assert connected
-    frames: list[Any] = []
-    while True:
-        frame = await communicator.receive_output(timeout=5)
-        frames.append(json.loads(frame["text"]) if frame["type"] == "websocket.send" else frame)
-        if frame["type"] == "websocket.close":
-            break
+    frames = await communicator.receive_until_close(timeout=5)
     await communicator.disconnect()
     return frames
 
@@ -309,12 +304,7 @@ def test_losing_access_closes_an_open_console_at_the_next_message(
         before = await _ask(communicator, {"type": "ping"})
         await database_sync_to_async(lose)()
         await communicator.send_json_to({"type": "ping"})
-        frames = []
-        while True:
-            frame = await communicator.receive_output(timeout=5)
-            frames.append(json.loads(frame["text"]) if frame["type"] == "websocket.send" else frame)
-            if frame["type"] == "websocket.close":
-                break
+        frames = await communicator.receive_until_close(timeout=5)
         await communicator.disconnect()
         return before, frames
 

@@ -9,7 +9,7 @@ import re
 import pytest
 from django.test import Client
 
-from tests.support.prompt_rows import KEY_A, KEY_B, XSS, legacy_run, record_two_prompts, running_run
+from tests.support.prompt_rows import KEY_A, KEY_B, XSS, legacy_run, prompted_run, running_run
 
 pytestmark = pytest.mark.django_db
 
@@ -22,9 +22,7 @@ def _client(user) -> Client:
 
 @pytest.fixture
 def run(owner):
-    run = running_run(owner)
-    record_two_prompts(run)
-    return run
+    return prompted_run(owner)
 
 
 def test_the_list_shows_the_most_repeated_prompt_first_linking_to_its_timeline(owner, run):

@@ -11,7 +11,7 @@ from django.test import Client
 
 from tests.factories import EvaluationFactory
 from tests.fixtures.accounts import grant
-from webapp.catalog.models import Environment
+from tests.support.replay import replay_scripts, run_on_catch
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.runs.models import Rollout, Run
 
@@ -38,19 +38,7 @@ def _embedded(response) -> dict:
 
 @pytest.fixture
 def catch_run(owner) -> Run:
-    environment = Environment.objects.create(
-        name="my-catch",
-        base_url="http://127.0.0.1:9",
-        owner=owner,
-        metadata={"style": "bundled", "adapter": "catch"},
-    )
-    run = Run.objects.create(
-        owner=owner,
-        name="catcher",
-        model="demo:echo",
-        max_steps=2,
-        config={"environments": [{"environment": environment.pk, "name": "catch"}]},
-    )
+    run = run_on_catch(owner, "my-catch", max_steps=2)
     Rollout.objects.create(
         run=run,
         seq=3,
@@ -96,16 +84,7 @@ def test_owner_opens_a_rollout_replay_with_the_episode_embedded_as_json(owner, c
     assert data["rewards"] == {"env_reward": 1.0, "tool_called": None, "bogus": None}
     assert data["back_url"] == f"/runs/{catch_run.pk}/#rollout-3"
     scripts = re.findall(r'<script src="([^"]+)"', html)
-    assert scripts == [
-        "/static/js/dom.js",  # base.html: the helpers registry.js hands the renderers
-        "/static/js/http.js",
-        "/static/js/replay/registry.js",
-        "/static/js/replay/transcript.js",
-        "/static/js/replay/catch.js",
-        "/static/js/replay/episode.js",
-        "/static/js/replay/controls.js",
-        "/static/js/replay/player.js",
-    ]
+    assert scripts == replay_scripts("catch", "player")
 
 
 def test_a_turn_past_the_end_is_the_last_turn_and_a_malformed_one_is_refused(owner, catch_run):

@@ -20,7 +20,7 @@ from django.utils import timezone
 from knox.models import AuthToken
 
 from tests.factories import RunFactory
-from tests.support.websocket import WebsocketCommunicator, signed_in_headers
+from tests.support.websocket import WebsocketCommunicator, first_frame, signed_in_headers
 from webapp.accounts.socket_auth import TokenSocketAuth
 from webapp.runs.models import Run
 from webapp.runs.telemetry.consumers import RunConsumer
@@ -51,15 +51,7 @@ def _first_frame(run: Run, headers: list[tuple[bytes, bytes]]) -> Any:
     """The first frame through the lab's own ASGI application (webapp.asgi)."""
     from webapp.asgi import application
 
-    async def scenario() -> Any:
-        communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/", headers)
-        connected, _ = await communicator.connect(timeout=5)
-        assert connected
-        frame = await communicator.receive_output(timeout=5)
-        await communicator.disconnect()
-        return json.loads(frame["text"]) if frame["type"] == "websocket.send" else frame
-
-    return async_to_sync(scenario)()
+    return first_frame(application, f"/ws/runs/{run.pk}/", headers)
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ import pytest
 from envs.adapters import adapter_class, outage
 from envs.adapters.base import EpisodeLost
 from tests.support.env_process import EnvServerProcess
+from tests.support.errors import raised_from
 from tests.support.ports import free_port
 
 
@@ -174,22 +175,13 @@ def test_errors_that_say_unreachable():
 
 
 def test_a_refusal_wrapped_in_a_connection_error_is_an_answer_and_a_cut_stream_is_not():
-    def wrapped(inner: BaseException, outer: BaseException) -> BaseException:
-        try:
-            try:
-                raise inner
-            except BaseException as exc:
-                raise outer from exc
-        except BaseException as final:
-            return final
-
-    refused_by_rules = wrapped(ValueError("the connection to x is refused: private"), ConnectionError("Failed to connect"))
+    refused_by_rules = raised_from(ConnectionError("Failed to connect"), ValueError("the connection to x is refused: private"))
     assert outage.unreachable(refused_by_rules) == ""
     import asyncio
 
     from websockets.exceptions import ConnectionClosedError
 
-    cut = wrapped(asyncio.IncompleteReadError(b"", 2), ConnectionClosedError(None, None))
+    cut = raised_from(ConnectionClosedError(None, None), asyncio.IncompleteReadError(b"", 2))
     assert outage.unreachable(cut).startswith("ConnectionClosedError: no close frame received or sent")
 
 

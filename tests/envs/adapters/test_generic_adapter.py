@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from fastmcp import FastMCP
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.mcp_environment import MCPEnvironment
@@ -33,7 +32,7 @@ from envs.adapters.generic import (
     list_mcp_tools,
     mcp_adapter_class,
 )
-from tests.envs.servers import REPO_ROOT, run_env_server
+from tests.envs.servers import REPO_ROOT, run_env_server, serve_in_thread
 from tests.support.ports import free_port, listening_socket, url_of
 
 ECHO_APP = "envs.echo.server:app"
@@ -411,19 +410,8 @@ class BareCounterEnvironment(MCPEnvironment):
 def serve_bare_counter(port: int, action_cls: type[Action] = CallToolAction) -> Iterator[str]:
     """The bare environment on a uvicorn server in a thread of this process."""
     app = create_app(BareCounterEnvironment, action_cls, CallToolObservation, max_concurrent_envs=2)
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the bare server did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=20)
+    with serve_in_thread(app, port, "bare") as url:
+        yield url
 
 
 def test_lost_episode_found_through_state_when_observations_say_nothing(

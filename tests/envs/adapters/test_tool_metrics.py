@@ -4,14 +4,11 @@ broken-echo and mcpdemo servers (uvicorn), each failure in its error class."""
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
-import uvicorn
 from fastmcp import FastMCP
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.mcp_environment import MCPEnvironment
@@ -23,7 +20,7 @@ from envs.adapters.base import EpisodeLost
 from envs.adapters.generic import list_mcp_tools, mcp_adapter_class
 from envs.adapters.router import router_class
 from envs.adapters.tool_metrics import ERROR_CLASSES
-from tests.envs.servers import free_port, run_env_server
+from tests.envs.servers import free_port, run_env_server, serve_in_thread
 
 SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
 NO_ERRORS = {f"tools/errors/{name}": 0.0 for name in ERROR_CLASSES}
@@ -179,18 +176,8 @@ class SlowEnvironment(MCPEnvironment):
 def serve_slow() -> Iterator[str]:
     """The slow environment on a uvicorn server in a thread of this process."""
     app = create_app(SlowEnvironment, CallToolAction, CallToolObservation, max_concurrent_envs=2)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the slow server did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{server.config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=20)
+    with serve_in_thread(app, free_port(), "slow") as url:
+        yield url
 
 
 def test_a_call_past_the_clients_timeout_is_a_timeout(collect, monkeypatch):

@@ -17,6 +17,18 @@ from tests.envs.servers import run_env_server
 APP = "envs.wordle.server:app"
 SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
 SEED = 31
+# An adapter's attributes before its first guess, and again after a reset.
+FRESH_STATS = {
+    "won": False,
+    "num_guesses": 0,
+    "best_greens": 0,
+    "invalid_moves": 0,
+    "done": False,
+    "reward": 0.0,
+    "lost": False,
+    "tool_calls": 0,
+    "tool_failures": 0,
+}
 
 
 def stats(adapter: Any) -> dict[str, Any]:
@@ -86,17 +98,7 @@ def test_guess_tool_schema() -> None:
 def test_constructing_does_not_connect() -> None:
     instance = WordleAdapter()  # TRL builds one at start-up only to list its tools
     assert instance._client is None
-    assert stats(instance) == {
-        "won": False,
-        "num_guesses": 0,
-        "best_greens": 0,
-        "invalid_moves": 0,
-        "done": False,
-        "reward": 0.0,
-        "lost": False,
-        "tool_calls": 0,
-        "tool_failures": 0,
-    }
+    assert stats(instance) == FRESH_STATS
 
 
 # --- playing over the wire --------------------------------------------------------
@@ -156,17 +158,7 @@ def test_loss_then_reset_clears_stats(adapter: Any) -> None:
 
     # Pooled instances are reused: reset starts a fresh game with fresh counters.
     assert adapter.reset(seed=SEED + 1) == "\n" + RULES
-    assert stats(adapter) == {
-        "won": False,
-        "num_guesses": 0,
-        "best_greens": 0,
-        "invalid_moves": 0,
-        "done": False,
-        "reward": 0.0,
-        "lost": False,
-        "tool_calls": 0,
-        "tool_failures": 0,
-    }
+    assert stats(adapter) == FRESH_STATS
     assert adapter.guess(secret_for_seed(SEED + 1)).startswith(
         f"{feedback_lines(secret_for_seed(SEED + 1), 'GGGGG')}\nYou won in 1 guess!"
     )

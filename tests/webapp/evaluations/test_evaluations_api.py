@@ -9,6 +9,7 @@ import json
 import pytest
 
 from tests.fixtures.accounts import grant
+from tests.support.trained_runs import trained_echo_run
 from webapp.catalog.models import Environment
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.runs.models import Run
@@ -26,28 +27,7 @@ def built_model(settings, tmp_path):
 
 
 def _run_with_checkpoints(owner, env_id: int, runs_dir, steps=(2, 4)) -> Run:
-    run = Run.objects.create(
-        owner=owner,
-        name="trained",
-        model="demo:echo",
-        max_steps=4,
-        status="succeeded",
-        checkpoint_step=max(steps) if steps else None,
-        config={
-            "name": "trained",
-            "model": "demo:echo",
-            "environments": [
-                {"environment": env_id, "name": "echo", "prompt": "Echo '{phrase}'.", "rows": 8}
-            ],
-            "grpo": {
-                "num_generations": 4,
-                "max_steps": 4,
-                "per_device_train_batch_size": 4,
-                "max_completion_length": 48,
-                "max_tool_calling_iterations": 2,
-            },
-        },
-    )
+    run = trained_echo_run(owner, env_id, max(steps) if steps else None)
     for step in steps:
         folder = runs_dir / str(run.pk) / f"checkpoint-{step}"
         folder.mkdir(parents=True)

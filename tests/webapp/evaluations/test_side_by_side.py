@@ -13,6 +13,7 @@ import pytest
 from django.test import Client
 
 from tests.e2e.helpers import register_echo
+from tests.support.replay import replay_scripts
 from webapp.evaluations.arena.sidebyside import ColumnRef, arena_prepare
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.runs.config import RunConfigError
@@ -130,16 +131,7 @@ def test_two_models_of_one_evaluation_show_in_columns_with_a_summary(owner):
         {"role": "user", "content": "Play Wordle.\nGuess the word."}
     ]
     scripts = re.findall(r'<script src="([^"]+)"', html)
-    assert scripts == [
-        "/static/js/dom.js",  # base.html: the helpers registry.js hands the renderers
-        "/static/js/http.js",
-        "/static/js/replay/registry.js",
-        "/static/js/replay/transcript.js",
-        "/static/js/replay/wordle.js",
-        "/static/js/replay/episode.js",
-        "/static/js/replay/controls.js",
-        "/static/js/replay/sidebyside.js",
-    ]
+    assert scripts == replay_scripts("wordle", "sidebyside")
     assert html.count('class="sbs-column"') == 2
     assert html.count('class="sbs-summary-row"') == 2
     assert 'id="replay-controls"' in html and 'id="replay-position" class="muted">turn 1 / 2<' in html

@@ -8,16 +8,13 @@ import json
 import pytest
 
 from tests.e2e.helpers import register_echo
+from tests.support.recipes import WORDLE_GUIDE
 from webapp.jobs.models import Job
 from webapp.workbench.dry_run import dry_run_report, histogram
 
 pytestmark = pytest.mark.django_db
 
-GUIDE = [
-    {"name": "win", "kind": "success_bonus",
-     "params": {"speed_bonus": 0.5, "steps": "num_guesses", "max_steps": "max_guesses"}},
-    {"name": "greens", "kind": "partial_credit", "params": {"attribute": "best_greens", "scale": 0.1}},
-]  # fmt: skip
+GUIDE = WORDLE_GUIDE[:2]  # the win and the greens
 
 
 @pytest.fixture

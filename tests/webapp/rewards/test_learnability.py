@@ -11,16 +11,12 @@ import pytest
 from django.utils import timezone
 
 from tests.e2e.helpers import register_echo
+from tests.support.recipes import WORDLE_GUIDE
 from webapp.jobs.models import Job
 from webapp.rewards.terms import RewardTerm
 from webapp.workbench.learnability import learnability_cards, learnability_report, recipe_bounds
 
-GUIDE = [
-    {"name": "win", "kind": "success_bonus",
-     "params": {"speed_bonus": 0.5, "steps": "num_guesses", "max_steps": "max_guesses"}},
-    {"name": "greens", "kind": "partial_credit", "params": {"attribute": "best_greens", "scale": 0.1}},
-    {"name": "invalid", "kind": "penalty", "params": {"attribute": "invalid_moves", "scale": 0.1}},
-]  # fmt: skip
+GUIDE = WORDLE_GUIDE
 
 
 def scores(*totals: float | None) -> list[dict[str, float | None]]:

@@ -3,12 +3,12 @@ test variant of the demo model: policies, greedy models, the lease and the table
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from django.conf import settings
 
 from tests.e2e.helpers import register_echo
+from tests.support.demo_models import built_demo_echo
+from tests.support.trained_runs import trained_echo_run
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.evaluations.selectors import evaluation_results
 from webapp.evaluations.services import evaluation_claim, evaluation_create
@@ -29,13 +29,14 @@ def _no_heartbeat_inside_a_test_transaction(request, settings):
 
 @pytest.fixture(scope="module")
 def demo_echo() -> str:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from worker.demo_model import build_demo_model, demo_model_path, is_built
+    return built_demo_echo()
 
-    path = demo_model_path("echo", settings.MODELS_DIR)
-    if not is_built(path):
-        build_demo_model(path, variant="test", seed=0)
-    return "demo:echo"
+
+def _registered(api, name: str, url: str) -> int:
+    """The server at ``url`` registered through the API as the client's user's ``name``; its id."""
+    response = api.post("/api/environments/", {"name": name, "base_url": url, "capacity": 8}, format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()["id"]
 
 
 def _play(evaluation: Evaluation) -> str:
@@ -102,14 +103,10 @@ def catch_url():
 
 
 def test_catch_table_has_its_columns_from_the_episode_attributes(api, owner, catch_url):
-    response = api.post(
-        "/api/environments/", {"name": "my-catch", "base_url": catch_url, "capacity": 8}, format="json"
-    )
-    assert response.status_code == 201, response.json()
     evaluation = evaluation_create(
         owner=owner,
         data={
-            "environment": response.json()["id"],
+            "environment": _registered(api, "my-catch", catch_url),
             "models": ["solver", "random"],
             "episodes": 4,
             "seed": 1,
@@ -238,31 +235,9 @@ def test_checkpoints_of_a_run_are_plotted_with_the_best_marked(
 
     from webapp.evaluations.selectors import evaluation_checkpoint_series
     from webapp.evaluations.services import evaluation_create_for_checkpoints
-    from webapp.runs.models import Run
 
     env_id = register_echo(api, echo_url)
-    run = Run.objects.create(
-        owner=owner,
-        name="trained",
-        model="demo:echo",
-        max_steps=4,
-        status="succeeded",
-        checkpoint_step=4,
-        config={
-            "name": "trained",
-            "model": "demo:echo",
-            "environments": [
-                {"environment": env_id, "name": "echo", "prompt": "Echo '{phrase}'.", "rows": 8}
-            ],
-            "grpo": {
-                "num_generations": 4,
-                "max_steps": 4,
-                "per_device_train_batch_size": 4,
-                "max_completion_length": 48,
-                "max_tool_calling_iterations": 2,
-            },
-        },
-    )
+    run = trained_echo_run(owner, env_id, 4)
     # Checkpoints made by copying the built demo model (no training here: the trainer's own
     # checkpoints are covered by the training tests); each is a real, loadable model folder.
     # RUNS_DIR outlives a test session and run pks repeat: start from an empty run folder,
@@ -302,14 +277,10 @@ def test_wordle_and_sudoku_columns_from_the_episode_attributes(api, owner, app, 
     from tests.envs.servers import run_env_server
 
     with run_env_server(app, {"ENABLE_WEB_INTERFACE": "false"}) as url:
-        response = api.post(
-            "/api/environments/", {"name": f"my-{key}", "base_url": url, "capacity": 8}, format="json"
-        )
-        assert response.status_code == 201, response.json()
         evaluation = evaluation_create(
             owner=owner,
             data={
-                "environment": response.json()["id"],
+                "environment": _registered(api, f"my-{key}", url),
                 "models": ["solver", "random"],
                 "episodes": 2,
                 "max_tool_calling_iterations": iterations,
@@ -342,9 +313,7 @@ def test_reference_policies_make_at_most_the_evaluations_tool_calling_iterations
     from tests.envs.servers import run_env_server
 
     with run_env_server("envs.sudoku.server:app", {"ENABLE_WEB_INTERFACE": "false"}) as url:
-        response = api.post("/api/environments/", {"name": "my-sudoku", "base_url": url, "capacity": 8}, format="json")
-        assert response.status_code == 201, response.json()
-        environment = response.json()["id"]
+        environment = _registered(api, "my-sudoku", url)
         default = evaluation_create(
             owner=owner, data={"environment": environment, "models": ["solver", "random"], "episodes": 2}
         )

@@ -8,17 +8,8 @@ from django.db import OperationalError
 
 from envs.adapters.base import EnvironmentAtCapacity, ResetRefused
 from envs.adapters.outage import EnvironmentUnreachable
+from tests.support.errors import raised_from
 from worker.training.lifecycle import failure_class, mark_failure, outage_end
-
-
-def _raised_from(outer: Exception, inner: Exception) -> Exception:
-    try:
-        try:
-            raise inner
-        except Exception as exc:
-            raise outer from exc
-    except Exception as final:
-        return final
 
 
 @pytest.mark.parametrize(
@@ -27,7 +18,7 @@ def _raised_from(outer: Exception, inner: Exception) -> Exception:
         (EnvironmentAtCapacity("refused a session", capacity=2, env_name="echo"), "config"),
         (ResetRefused("environment 'chess' refused the reset (fen='x'): bad FEN"), "config"),
         (MemoryError(), "infrastructure"),
-        (_raised_from(RuntimeError("step failed"), ConnectionRefusedError(111, "Connection refused")), "infrastructure"),
+        (raised_from(RuntimeError("step failed"), ConnectionRefusedError(111, "Connection refused")), "infrastructure"),
         (OperationalError("server closed the connection unexpectedly"), "infrastructure"),
         (ValueError("a bug in a reward term"), "error"),
     ],
@@ -41,7 +32,7 @@ def test_a_marked_failure_keeps_the_nearest_mark_and_infrastructure_wins():
     mark_failure(exc, "model")
     mark_failure(exc, "config")  # further out: the first mark stays
     assert failure_class(exc) == "model"
-    hub_down = _raised_from(OSError("could not reach the hub"), ConnectionResetError(104, "Connection reset by peer"))
+    hub_down = raised_from(OSError("could not reach the hub"), ConnectionResetError(104, "Connection reset by peer"))
     mark_failure(hub_down, "model")
     assert failure_class(hub_down) == "infrastructure"
 
@@ -52,7 +43,7 @@ def test_an_outage_ends_the_run_interrupted_with_its_reason():
         "time(s), last with ConnectionRefusedError: [Errno 111] Connection refused",
         env_name="echo", seconds=301.0, cause="ConnectionRefusedError: [Errno 111] Connection refused",
     )
-    assert outage_end(_raised_from(RuntimeError("TRL"), gone), checkpoint_step=15) == (
+    assert outage_end(raised_from(RuntimeError("TRL"), gone), checkpoint_step=15) == (
         "interrupted: environment 'echo' has been unreachable for 301 s (ENVLAB_ENV_OUTAGE_SECONDS is 300): reset "
         "failed 40 time(s), last with ConnectionRefusedError: [Errno 111] Connection refused. Resume continues from "
         "checkpoint step 15 once the environment server answers again."

@@ -61,6 +61,18 @@ def _steps(run: Run) -> list[int]:
     )
 
 
+def _bounded_sink(run: Run, *, max_pending: int, outage_seconds: float) -> TelemetrySink:
+    """Worker A's sink for ``run`` (quick heartbeat, no live publishing) with these limits."""
+    return TelemetrySink(
+        run_id=run.pk,
+        lease_owner="lease-a",
+        heartbeat_seconds=0.2,
+        publish=False,
+        max_pending=max_pending,
+        outage_seconds=outage_seconds,
+    )
+
+
 def _trainer(sink: TelemetrySink, steps: int, produced: list[int]) -> threading.Thread:
     def loop() -> None:
         for step in range(1, steps + 1):
@@ -73,14 +85,7 @@ def _trainer(sink: TelemetrySink, steps: int, produced: list[int]) -> threading.
 
 
 def test_a_short_outage_pauses_training_at_the_bound_and_loses_nothing(claimed_run):
-    sink = TelemetrySink(
-        run_id=claimed_run.pk,
-        lease_owner="lease-a",
-        heartbeat_seconds=0.2,
-        publish=False,
-        max_pending=10,
-        outage_seconds=60,
-    )
+    sink = _bounded_sink(claimed_run, max_pending=10, outage_seconds=60)
     produced: list[int] = []
     with database_locked():
         trainer = _trainer(sink, 40, produced)
@@ -98,14 +103,7 @@ def test_a_short_outage_pauses_training_at_the_bound_and_loses_nothing(claimed_r
 
 
 def test_a_long_outage_stops_the_run_with_a_clear_error_and_bounded_memory(claimed_run):
-    sink = TelemetrySink(
-        run_id=claimed_run.pk,
-        lease_owner="lease-a",
-        heartbeat_seconds=0.2,
-        publish=False,
-        max_pending=5,
-        outage_seconds=1.5,
-    )
+    sink = _bounded_sink(claimed_run, max_pending=5, outage_seconds=1.5)
     produced: list[int] = []
     with database_locked():
         started = time.monotonic()
@@ -235,14 +233,7 @@ def test_closing_while_the_database_is_away_waits_up_to_the_outage_limit_then_fa
     def refused(**kwargs):
         raise OperationalError("connection refused")
 
-    sink = TelemetrySink(
-        run_id=claimed_run.pk,
-        lease_owner="lease-a",
-        heartbeat_seconds=0.2,
-        publish=False,
-        max_pending=100,
-        outage_seconds=2.0,
-    )
+    sink = _bounded_sink(claimed_run, max_pending=100, outage_seconds=2.0)
     monkeypatch.setattr(telemetry, "telemetry_record", refused)
     for step in range(1, 4):
         sink.metrics(step, {"reward": step / 3})

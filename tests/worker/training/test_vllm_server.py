@@ -58,23 +58,23 @@ def test_the_server_runs_on_its_own_gpu_while_the_block_runs_and_stops_after(tmp
     assert process.poll() is not None and server.process is None
 
 
-def test_a_server_that_dies_at_start_says_why(tmp_path):
-    server = ManagedVLLMServer(
+def _server_running(tmp_path, code: str, start_timeout: float) -> ManagedVLLMServer:
+    """A managed server on GPU 0 whose process runs the Python ``code`` in vLLM's place."""
+    return ManagedVLLMServer(
         model="m", generation=GenerationSettings(backend="vllm", vllm_mode="server"), gpu=0,
-        log_path=tmp_path / "vllm.log", command=[sys.executable, "-c", "print('CUDA out of memory'); raise SystemExit(3)"],
-        start_timeout=30,
+        log_path=tmp_path / "vllm.log", command=[sys.executable, "-c", code], start_timeout=start_timeout,
     )
+
+
+def test_a_server_that_dies_at_start_says_why(tmp_path):
+    server = _server_running(tmp_path, "print('CUDA out of memory'); raise SystemExit(3)", start_timeout=30)
     with pytest.raises(VLLMServerError) as caught:
         server.__enter__()
     assert str(caught.value) == "the vLLM server exited with 3 before it was ready: CUDA out of memory"
 
 
 def test_a_server_never_ready_is_stopped_at_the_deadline(tmp_path):
-    server = ManagedVLLMServer(
-        model="m", generation=GenerationSettings(backend="vllm", vllm_mode="server"), gpu=0,
-        log_path=tmp_path / "vllm.log", command=[sys.executable, "-c", "import time; print('loading'); time.sleep(60)"],
-        start_timeout=2,
-    )
+    server = _server_running(tmp_path, "import time; print('loading'); time.sleep(60)", start_timeout=2)
     with pytest.raises(VLLMServerError) as caught:
         server.__enter__()
     assert "not ready after 2 s" in str(caught.value)
