@@ -24,6 +24,7 @@ from webapp.rewards.selectors import recipe_version
 from webapp.rewards.terms import RewardTerm, terms_dump
 from webapp.runs.config import RunConfigError
 from webapp.runs.forms import environment_slug
+from webapp.workbench.payload import field_errors
 
 KIND = "dry_run"
 MAX_GROUPS = 32
@@ -80,8 +81,8 @@ def _parse(data: Any) -> tuple[Any, DryRunExtras]:
     try:
         extras = DryRunExtras.model_validate(data)
     except ValidationError as exc:
-        for error in exc.errors():
-            errors.setdefault(".".join(str(p) for p in error["loc"]), []).append(error["msg"])
+        for key, messages in field_errors(exc).items():
+            errors.setdefault(key, []).extend(messages)
         extras = DryRunExtras()
     shared = {key: value for key, value in data.items() if key not in _OWN}
     shared["models"] = [data.get("policy", "random")]

@@ -43,6 +43,7 @@ from webapp.rewards.selectors import recipes_visible_to
 from webapp.rewards.terms import RewardTerm, walk_terms
 from webapp.runs.config import RunConfigError
 from webapp.workbench.dry_run import EnvName, Histogram, recipe_job_params, recipe_version_or_refuse
+from webapp.workbench.payload import field_errors
 
 KIND = "learnability"
 DEFAULT_EPISODES = 16
@@ -98,8 +99,8 @@ def _parse(data: Any) -> tuple[Any, LearnabilityExtras]:
     try:
         extras = LearnabilityExtras.model_validate(data)
     except ValidationError as exc:
-        for error in exc.errors():
-            errors.setdefault(".".join(str(p) for p in error["loc"]), []).append(error["msg"])
+        for key, messages in field_errors(exc).items():
+            errors.setdefault(key, []).extend(messages)
         extras = LearnabilityExtras()
     shared = {key: data[key] for key in ("environment", "seed", "prompt") if key in data}
     shared["models"] = [SOLVER, RANDOM]
