@@ -14,7 +14,7 @@ from typing import Annotated, Any, TypedDict
 from django.contrib.auth.models import User
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from webapp.core.textcheck import nul_errors
+from webapp.core.textcheck import json_object_errors
 from webapp.evaluations.config import DEFAULT_PROMPTS, parse_evaluation_request
 from webapp.evaluations.services import evaluation_check
 from webapp.jobs.models import Job
@@ -73,10 +73,8 @@ _OWN = ("group_size", "groups", "temperature", "version", "policy", "name")
 
 
 def _parse(data: Any) -> tuple[Any, DryRunExtras]:
-    if not isinstance(data, dict):
-        raise RunConfigError({"non_field_errors": ["expected a JSON object"]})
-    if nul := nul_errors(data):
-        raise RunConfigError(nul)
+    if refused := json_object_errors(data):
+        raise RunConfigError(refused)
     errors: dict[str, list[str]] = {}
     try:
         extras = DryRunExtras.model_validate(data)
