@@ -12,7 +12,7 @@ import math
 from typing import Annotated, Any, TypedDict
 
 from django.contrib.auth.models import User
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from webapp.core.textcheck import json_object_errors
 from webapp.evaluations.config import DEFAULT_PROMPTS, parse_evaluation_request
@@ -24,7 +24,7 @@ from webapp.rewards.selectors import recipe_version
 from webapp.rewards.terms import RewardTerm, terms_dump
 from webapp.runs.config import RunConfigError
 from webapp.runs.forms import environment_slug
-from webapp.workbench.payload import field_errors
+from webapp.workbench.payload import parse_extras
 
 KIND = "dry_run"
 MAX_GROUPS = 32
@@ -76,12 +76,7 @@ def _parse(data: Any) -> tuple[Any, DryRunExtras]:
     if refused := json_object_errors(data):
         raise RunConfigError(refused)
     errors: dict[str, list[str]] = {}
-    try:
-        extras = DryRunExtras.model_validate(data)
-    except ValidationError as exc:
-        for key, messages in field_errors(exc).items():
-            errors.setdefault(key, []).extend(messages)
-        extras = DryRunExtras()
+    extras = parse_extras(DryRunExtras, data, errors)
     shared = {key: value for key, value in data.items() if key not in _OWN}
     shared["models"] = [data.get("policy", "random")]
     shared["episodes"] = extras.groups

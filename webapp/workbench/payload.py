@@ -30,3 +30,14 @@ def parse_body(model: type[M], data: Any, rejected: Callable[[dict[str, list[str
         return model.model_validate(data)
     except ValidationError as exc:
         raise rejected(field_errors(exc)) from None
+
+
+def parse_extras(model: type[M], data: dict[str, Any], errors: dict[str, list[str]]) -> M:
+    """`data` as a `model` of a request's own fields, read beside another parser: what it
+    refuses is added to `errors` (reported together) and its defaults stand in."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        for key, messages in field_errors(exc).items():
+            errors.setdefault(key, []).extend(messages)
+        return model()
