@@ -21,6 +21,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from webapp.catalog.models import Environment
+from webapp.core.users import is_signed_in, owner_or_permitted
 
 VIEW_ALL = "catalog.view_environment"
 CHANGE_ALL = "catalog.change_environment"
@@ -28,13 +29,9 @@ RUN_CONTAINER = "catalog.run_container"
 CHANGE_BUNDLED = "catalog.change_bundledserver"
 
 
-def _signed_in(user: Any) -> bool:
-    return bool(getattr(user, "is_authenticated", False) and getattr(user, "is_active", False))
-
-
 def environments_visible_to(*, user: Any) -> QuerySet[Environment]:
     environments = Environment.objects.select_related("owner")
-    if not _signed_in(user):
+    if not is_signed_in(user):
         return environments.none()
     if user.has_perm(VIEW_ALL) or user.has_perm(CHANGE_ALL):
         return environments
@@ -42,9 +39,7 @@ def environments_visible_to(*, user: Any) -> QuerySet[Environment]:
 
 
 def environment_can_control(*, user: Any, environment: Environment) -> bool:
-    if not _signed_in(user):
-        return False
-    return environment.owner_id == user.pk or user.has_perm(CHANGE_ALL)
+    return owner_or_permitted(user=user, owner_id=environment.owner_id, change=CHANGE_ALL)
 
 
 def environment_for(*, user: Any, pk: int, control: bool = False) -> Environment:
@@ -70,7 +65,7 @@ def environment_control_refusal(*, environment: Environment) -> str:
 
 
 def bundled_can_control(*, user: Any) -> bool:
-    return _signed_in(user) and user.has_perm(CHANGE_BUNDLED)
+    return is_signed_in(user) and user.has_perm(CHANGE_BUNDLED)
 
 
 BUNDLED_REFUSAL = (

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypedDict, TypeVar, Unpack
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -322,20 +322,28 @@ def _check_api_key_env(*, api_key_env: str, ors_catalog: str) -> dict[str, list[
     return {}
 
 
+class Registration(TypedDict, total=False):
+    """What a registration takes besides its owner and name: the server (one of `base_url`,
+    `image`, `ors_catalog`), its kind and capacity, and the entry's sharing. Left out: empty,
+    or None for `capacity`, False for the flags."""
+
+    base_url: str
+    kind: str
+    capacity: int | None
+    measure_capacity: bool
+    ors_env: str
+    image: str
+    ors_catalog: str
+    api_key_env: str
+    shared: bool
+
+
 def environment_register(
     *,
     owner: User | None,
     name: str,
-    base_url: str = "",
-    kind: str = "",
-    capacity: int | None = None,
-    measure_capacity: bool = False,
-    ors_env: str = "",
-    image: str = "",
-    ors_catalog: str = "",
-    api_key_env: str = "",
-    shared: bool = False,
     allow_reserved_name: bool = False,
+    **fields: Unpack[Registration],
 ) -> Environment:
     """Probe the server first; only a server that answers as an environment is stored.
 
@@ -346,26 +354,11 @@ def environment_register(
     owner's own entries and not a bundled server's; `allow_reserved_name` is for the bundled
     registration and `envlab_setup` only (webapp.catalog.names), never for a user's request.
     """
-    return _register(
-        owner=owner, name=name, base_url=base_url, kind=kind, capacity=capacity,
-        measure_capacity=measure_capacity, ors_env=ors_env, image=image, ors_catalog=ors_catalog,
-        api_key_env=api_key_env, shared=shared, every=False, allow_reserved=allow_reserved_name,
-    )[0]
+    return _register(owner=owner, name=name, every=False, allow_reserved=allow_reserved_name, **fields)[0]
 
 
 def environments_register(
-    *,
-    owner: User | None,
-    name: str,
-    base_url: str = "",
-    kind: str = "",
-    capacity: int | None = None,
-    measure_capacity: bool = False,
-    ors_env: str = "",
-    image: str = "",
-    ors_catalog: str = "",
-    api_key_env: str = "",
-    shared: bool = False,
+    *, owner: User | None, name: str, **fields: Unpack[Registration]
 ) -> list[Environment]:
     """As `environment_register`, and an ORS server hosting several environments, with no
     `ors_env` chosen, gets one entry per environment, named `<name>-<environment>`, in the
@@ -374,11 +367,7 @@ def environments_register(
     the owner's own entries, or reserved (webapp.catalog.names). A server with one
     environment, or `ors_env` given, is one entry named `name`, as `environment_register` makes.
     """
-    return _register(
-        owner=owner, name=name, base_url=base_url, kind=kind, capacity=capacity,
-        measure_capacity=measure_capacity, ors_env=ors_env, image=image, ors_catalog=ors_catalog,
-        api_key_env=api_key_env, shared=shared, every=True,
-    )
+    return _register(owner=owner, name=name, every=True, **fields)
 
 
 # What a server's environment name must look like to become part of an entry's name
@@ -439,17 +428,17 @@ def _register(
     *,
     owner: User | None,
     name: str,
-    base_url: str,
-    kind: str,
-    capacity: int | None,
-    measure_capacity: bool,
-    ors_env: str,
-    image: str,
-    ors_catalog: str,
-    api_key_env: str,
-    shared: bool,
     every: bool,
     allow_reserved: bool = False,
+    base_url: str = "",
+    kind: str = "",
+    capacity: int | None = None,
+    measure_capacity: bool = False,
+    ors_env: str = "",
+    image: str = "",
+    ors_catalog: str = "",
+    api_key_env: str = "",
+    shared: bool = False,
 ) -> list[Environment]:
     name = (name or "").strip()
     base_url, image, ors_catalog = (base_url or "").strip(), (image or "").strip(), (ors_catalog or "").strip()

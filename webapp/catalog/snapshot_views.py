@@ -11,14 +11,12 @@ The forms live here rather than in forms.py: they serve these views only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db import connections
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -36,6 +34,7 @@ from webapp.catalog.snapshot import (
     catalog_snapshot_too_big,
     catalog_snapshots_visible_to,
 )
+from webapp.core.threads import on_own_thread
 from webapp.core.users import signed_in_user
 
 
@@ -162,16 +161,6 @@ def _register(*, pk: int, user: Any, data: dict[str, Any]) -> dict[str, Any]:
     return {"environment": (environment.pk, environment.name, environment.base_url)}
 
 
-async def _on_own_thread(work: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
-    def run() -> dict[str, Any]:
-        try:
-            return work(**kwargs)
-        finally:
-            connections.close_all()  # this worker thread's connections, not the request's
-
-    return await sync_to_async(run, thread_sensitive=False)()
-
-
 def _failed(identifier: str, values: Any, errors: Any) -> dict[str, Any]:
     return {
         "identifier": identifier,
@@ -197,7 +186,7 @@ async def catalog_entry_register_view(request: HttpRequest, pk: int) -> HttpResp
     if not form.is_valid():
         failed = _failed(request.POST.get("identifier", ""), request.POST, form.errors)
         return await sync_to_async(_rerender)(request, pk, failed)
-    outcome = await _on_own_thread(
+    outcome = await on_own_thread(
         _register, pk=pk, user=await request.auser(), data=form.cleaned_data
     )
     if outcome.get("missing"):

@@ -17,7 +17,6 @@ from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db import connections
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -53,6 +52,7 @@ from webapp.catalog.services import (
     environment_set_shared,
     environments_register,
 )
+from webapp.core.threads import on_own_thread
 from webapp.core.throttles import throttle_posts
 from webapp.core.users import signed_in_user
 
@@ -354,16 +354,6 @@ def _stop_and_recheck(*, key: str) -> tuple[int, str]:
     return messages.SUCCESS, f"{key} stopped."
 
 
-async def _on_own_thread(work: Callable[..., tuple[int, str]], **kwargs: Any) -> tuple[int, str]:
-    def run() -> tuple[int, str]:
-        try:
-            return work(**kwargs)
-        finally:
-            connections.close_all()  # this worker thread's connections, not the request's
-
-    return await sync_to_async(run, thread_sensitive=False)()
-
-
 async def _require_bundled_control(request: HttpRequest) -> None:
     user = await request.auser()
     if not await sync_to_async(bundled_can_control)(user=user):
@@ -380,7 +370,7 @@ async def bundled_start_view(request: HttpRequest, key: str) -> HttpResponse:
         for error in form.errors.get("capacity", []):
             messages.error(request, f"{key}: capacity: {error}")
         return redirect("environment-list")
-    level, message = await _on_own_thread(
+    level, message = await on_own_thread(
         _start_and_register,
         key=key,
         capacity=form.cleaned_data["capacity"],
@@ -394,6 +384,6 @@ async def bundled_start_view(request: HttpRequest, key: str) -> HttpResponse:
 @require_POST
 async def bundled_stop_view(request: HttpRequest, key: str) -> HttpResponse:
     await _require_bundled_control(request)
-    level, message = await _on_own_thread(_stop_and_recheck, key=_bundled_key(key))
+    level, message = await on_own_thread(_stop_and_recheck, key=_bundled_key(key))
     messages.add_message(request, level, message)
     return redirect("environment-list")

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from django.http import StreamingHttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -72,6 +73,20 @@ def streamed(chunks: Iterator[bytes]) -> Any:
             yield chunk
 
     return stream()
+
+
+# The schema of a GET that streams one object's rows as JSON lines (the default) or Parquet.
+rows_export_schema = extend_schema(
+    parameters=[OpenApiParameter("format", str, enum=list(FORMATS))],
+    responses={(200, MEDIA_TYPES["jsonl"]): bytes, (200, MEDIA_TYPES["parquet"]): bytes},
+)
+
+
+def rows_writers(
+    obj: Any, jsonl: Callable[[Any], Iterator[bytes]], parquet: Callable[[Any], Iterator[bytes]]
+) -> dict[str, Callable[[], Iterator[bytes]]]:
+    """`StreamedExportApi.export`'s writers of `obj`'s rows in FORMATS."""
+    return {"jsonl": lambda: jsonl(obj), "parquet": lambda: parquet(obj)}
 
 
 class StreamedExportApi(APIView):

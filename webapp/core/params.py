@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 import math
-from typing import overload
+from collections.abc import Callable
+from typing import TypeVar, overload
 
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
+
+T = TypeVar("T")
+
+
+def _parsed(request: Request, name: str, parse: Callable[[str], T], what: str) -> T | None:
+    """The parameter `name` read by `parse`, or None when it is absent or empty; `what` names
+    the kind of value in the refusal of one `parse` cannot read."""
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        return parse(raw)
+    except ValueError:
+        raise ValidationError({name: [f"'{raw}' is not {what}"]}) from None
 
 
 @overload
@@ -16,13 +31,9 @@ def int_param(request: Request, name: str, default: int | None, lo: int, hi: int
 def int_param(request: Request, name: str, default: int | None, lo: int, hi: int) -> int | None:
     """The parameter `name` as an integer in [lo, hi], or `default` when it is absent or empty
     (so an int default gives an int)."""
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
+    value = _parsed(request, name, int, "an integer")
+    if value is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValidationError({name: [f"'{raw}' is not an integer"]}) from None
     if not lo <= value <= hi:
         raise ValidationError({name: [f"must be between {lo} and {hi}"]})
     return value
@@ -30,26 +41,21 @@ def int_param(request: Request, name: str, default: int | None, lo: int, hi: int
 
 def float_param(request: Request, name: str) -> float | None:
     """A finite number, or None when the parameter is absent or empty."""
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValidationError({name: [f"'{raw}' is not a number"]}) from None
-    if not math.isfinite(value):
+    value = _parsed(request, name, float, "a number")
+    if value is not None and not math.isfinite(value):
         raise ValidationError({name: ["must be a finite number"]})
     return value
 
 
 def bool_param(request: Request, name: str) -> bool | None:
     """`true` or `false` (also 1/0), or None when the parameter is absent or empty."""
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return None
-    value = {"true": True, "1": True, "false": False, "0": False}.get(str(raw).lower())
+    return _parsed(request, name, _boolean, "true or false")
+
+
+def _boolean(raw: str) -> bool:
+    value = {"true": True, "1": True, "false": False, "0": False}.get(raw.lower())
     if value is None:
-        raise ValidationError({name: [f"'{raw}' is not true or false"]})
+        raise ValueError(raw)
     return value
 
 

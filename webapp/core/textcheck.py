@@ -34,3 +34,11 @@ def nul_errors(value: Any) -> dict[str, list[str]]:
     """{path: [message]} for the first NUL in `value`, or {}."""
     where = nul_path(value)
     return {where: [MESSAGE]} if where else {}
+
+
+def json_object_errors(data: Any) -> dict[str, list[str]]:
+    """What a JSON edge refuses before its own checks: anything but an object, or an object
+    holding a NUL ({path: [message]}); {} for one it may read on."""
+    if not isinstance(data, dict):
+        return {"non_field_errors": ["expected a JSON object"]}
+    return nul_errors(data)

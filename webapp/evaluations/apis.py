@@ -16,8 +16,7 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
-from webapp.core.export import FORMATS as EXPORT_FORMATS
-from webapp.core.export import MEDIA_TYPES, StreamedExportApi
+from webapp.core.export import StreamedExportApi, rows_export_schema, rows_writers
 from webapp.core.paging import (
     PAGE_PARAMETERS,
     list_or_page,
@@ -267,17 +266,11 @@ class EvaluationCsvApi(APIView):
 class EvaluationEpisodesExportApi(StreamedExportApi):
     """Every episode, streamed."""
 
-    @extend_schema(
-        parameters=[OpenApiParameter("format", str, enum=list(EXPORT_FORMATS))],
-        responses={(200, MEDIA_TYPES["jsonl"]): bytes, (200, MEDIA_TYPES["parquet"]): bytes},
-    )
+    @rows_export_schema
     def get(self, request: Request, pk: int) -> StreamingHttpResponse:
         evaluation = visible_evaluation(request, pk)
-        return self.export(
-            request,
-            writers={"jsonl": lambda: episodes_jsonl(evaluation), "parquet": lambda: episodes_parquet(evaluation)},
-            filename=f"evaluation-{evaluation.pk}-episodes",
-        )
+        writers = rows_writers(evaluation, episodes_jsonl, episodes_parquet)
+        return self.export(request, writers=writers, filename=f"evaluation-{evaluation.pk}-episodes")
 
 
 class RunEvaluateCheckpointsApi(APIView):

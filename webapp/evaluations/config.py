@@ -16,7 +16,7 @@ from pydantic import (
 )
 
 from envs.registry import SpecTable
-from webapp.core.textcheck import nul_errors
+from webapp.core.textcheck import json_object_errors
 from webapp.runs.config import (
     MODEL_DEMO_RE,
     MODEL_HUB_RE,
@@ -143,10 +143,8 @@ class EvaluationRequest(BaseModel):
 
 def parse_evaluation_request(data: Any) -> EvaluationRequest:
     """Validate raw input into an EvaluationRequest, or raise RunConfigError (a 400 naming the field)."""
-    if not isinstance(data, dict):
-        raise RunConfigError({"non_field_errors": ["expected a JSON object"]})
-    if nul := nul_errors(data):
-        raise RunConfigError(nul)
+    if refused := json_object_errors(data):
+        raise RunConfigError(refused)
     try:
         return EvaluationRequest.model_validate(data)
     except ValidationError as exc:

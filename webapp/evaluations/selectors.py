@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 
 from envs.registry import SpecTable
 from envs.registry import evaluation_columns as evaluation_columns_of
-from webapp.core.users import is_signed_in
+from webapp.core.users import owned_or_all, owner_or_permitted
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 
 VIEW_ALL = "evaluations.view_evaluation"
@@ -21,18 +21,11 @@ CHANGE_ALL = "evaluations.change_evaluation"
 def evaluations_visible_to(*, user: User | AnonymousUser) -> QuerySet[Evaluation]:
     """An evaluation is its owner's; users with evaluations.view_evaluation (or change) see
     all. Anyone else gets a 404, as if it did not exist."""
-    evaluations = Evaluation.objects.select_related("owner")
-    if not is_signed_in(user):
-        return evaluations.none()
-    if user.has_perm(VIEW_ALL) or user.has_perm(CHANGE_ALL):
-        return evaluations
-    return evaluations.filter(owner=user)
+    return owned_or_all(Evaluation.objects.select_related("owner"), user=user, view=VIEW_ALL, change=CHANGE_ALL)
 
 
 def evaluation_can_change(*, user: User | AnonymousUser, evaluation: Evaluation) -> bool:
-    if not is_signed_in(user):
-        return False
-    return evaluation.owner_id == user.pk or user.has_perm(CHANGE_ALL)
+    return owner_or_permitted(user=user, owner_id=evaluation.owner_id, change=CHANGE_ALL)
 
 
 # Per environment: (column, what it means). Common columns come first in every table.

@@ -6,11 +6,12 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from webapp.core.users import is_signed_in
 from webapp.jobs.models import Job
 
 
 def jobs_visible_to(*, user: Any) -> QuerySet[Job]:
-    if not (getattr(user, "is_authenticated", False) and getattr(user, "is_active", False)):
+    if not is_signed_in(user):
         return Job.objects.none()
     return Job.objects.filter(owner=user)
 

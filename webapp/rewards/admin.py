@@ -3,21 +3,18 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
+from webapp.core.admin import ReadOnlyTabularInline
 from webapp.rewards.models import RewardRecipe, RewardRecipeVersion
 
 # Shown, and all read-only (one name: admin's fields and readonly_fields have different types).
 _VERSION_FIELDS = ("number", "created_at", "terms")
 
 
-class RewardRecipeVersionInline(admin.TabularInline):
+class RewardRecipeVersionInline(ReadOnlyTabularInline):
+    # Versions are immutable; they are made by the API's PUT.
     model = RewardRecipeVersion
-    extra = 0
     fields = _VERSION_FIELDS
     readonly_fields = _VERSION_FIELDS
-    can_delete = False
-
-    def has_add_permission(self, request: HttpRequest, obj: RewardRecipe | None = None) -> bool:
-        return False  # versions are immutable; they are made by the API's PUT
 
 
 @admin.register(RewardRecipe)

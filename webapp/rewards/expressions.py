@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -150,6 +150,12 @@ def _refuse(node: ast.AST, what: str) -> ExpressionError:
     return ExpressionError(f"{what} {_where(node)} is not allowed")
 
 
+def _check_operator(node: ast.BinOp | ast.UnaryOp, allowed: Container[type[ast.AST]]) -> None:
+    """Refuse `node` unless its operator's type is among `allowed`."""
+    if type(node.op) not in allowed:
+        raise _refuse(node, f"the operator '{_SYMBOLS.get(type(node.op), type(node.op).__name__)}'")
+
+
 def _check_node(node: ast.AST) -> None:
     # Operator nodes are checked with the expression that holds them.
     if isinstance(
@@ -176,10 +182,7 @@ def _check_node(node: ast.AST) -> None:
             )
         return
     if isinstance(node, ast.BinOp):
-        if type(node.op) not in _BINARY:
-            raise _refuse(
-                node, f"the operator '{_SYMBOLS.get(type(node.op), type(node.op).__name__)}'"
-            )
+        _check_operator(node, _BINARY)
         if isinstance(node.op, ast.Pow):
             exponent = node.right
             if isinstance(exponent, ast.UnaryOp) and isinstance(exponent.operand, ast.Constant):
@@ -191,10 +194,7 @@ def _check_node(node: ast.AST) -> None:
                     )
         return
     if isinstance(node, ast.UnaryOp):
-        if type(node.op) not in _UNARY:
-            raise _refuse(
-                node, f"the operator '{_SYMBOLS.get(type(node.op), type(node.op).__name__)}'"
-            )
+        _check_operator(node, _UNARY)
         return
     if isinstance(node, ast.Compare):
         for op in node.ops:

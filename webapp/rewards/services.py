@@ -13,7 +13,7 @@ from django.db.models import Max
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from webapp.core.errors import InvalidInput
-from webapp.core.textcheck import nul_errors
+from webapp.core.textcheck import json_object_errors
 from webapp.rewards.models import RewardRecipe, RewardRecipeVersion
 from webapp.rewards.terms import MAX_TREE_TERMS, RewardTerm, TermFieldError, terms_dump, terms_error
 
@@ -41,10 +41,8 @@ class RecipeIn(BaseModel):
 
 def recipe_parse(data: Any) -> RecipeIn:
     """Validate raw input into a recipe, or raise RecipeRejected naming each field to fix."""
-    if not isinstance(data, dict):
-        raise RecipeRejected({"non_field_errors": ["expected a JSON object"]})
-    if nul := nul_errors(data):
-        raise RecipeRejected(nul)
+    if refused := json_object_errors(data):
+        raise RecipeRejected(refused)
     try:
         recipe = RecipeIn.model_validate(data)
     except ValidationError as exc:

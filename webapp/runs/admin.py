@@ -4,6 +4,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from webapp.core.admin import ReadOnlyTabularInline
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent, WorkerHeartbeat
 from webapp.runs.selectors import run_alerts, run_status_display, runs_with_alerts
 from webapp.runs.services import run_request_cancel
@@ -12,17 +13,12 @@ from webapp.runs.services import run_request_cancel
 _EVENT_FIELDS = ("created_at", "kind", "message")
 
 
-class RunEventInline(admin.TabularInline):
+class RunEventInline(ReadOnlyTabularInline):
     model = RunEvent
-    extra = 0
     fields = _EVENT_FIELDS
     readonly_fields = _EVENT_FIELDS
     ordering = ("-created_at", "-id")
-    can_delete = False
     show_change_link = True
-
-    def has_add_permission(self, request: HttpRequest, obj: Run | None = None) -> bool:
-        return False
 
 
 @admin.register(Run)

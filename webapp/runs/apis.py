@@ -18,8 +18,7 @@ from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
 from envs.adapters.tool_metrics import MAX_TOOL_NAME, safe_tool_name
-from webapp.core.export import FORMATS as EXPORT_FORMATS
-from webapp.core.export import MEDIA_TYPES, StreamedExportApi
+from webapp.core.export import MEDIA_TYPES, StreamedExportApi, rows_export_schema, rows_writers
 from webapp.core.paging import PAGE_PARAMETERS, list_or_page, list_or_page_schema
 from webapp.core.params import bool_param, float_param, int_param, text_param
 from webapp.core.parsers import EnvlabJSONParser as JSONParser
@@ -431,17 +430,11 @@ def _rollout_search(request: Request, before_seq: int | None) -> tuple[RolloutSe
 
 
 class RunRolloutsExportApi(StreamedExportApi):
-    @extend_schema(
-        parameters=[OpenApiParameter("format", str, enum=list(EXPORT_FORMATS))],
-        responses={(200, MEDIA_TYPES["jsonl"]): bytes, (200, MEDIA_TYPES["parquet"]): bytes},
-    )
+    @rows_export_schema
     def get(self, request: Request, pk: int) -> StreamingHttpResponse:
         run = _visible_run(request, pk)
-        return self.export(
-            request,
-            writers={"jsonl": lambda: rollouts_jsonl(run), "parquet": lambda: rollouts_parquet(run)},
-            filename=f"run-{run.pk}-rollouts",
-        )
+        writers = rows_writers(run, rollouts_jsonl, rollouts_parquet)
+        return self.export(request, writers=writers, filename=f"run-{run.pk}-rollouts")
 
 
 def _keyset_page(

@@ -27,7 +27,7 @@ from pydantic import (
 
 from envs.rows import RESERVED_RESET_KEYS
 from webapp.core.errors import InvalidInput
-from webapp.core.textcheck import nul_errors
+from webapp.core.textcheck import json_object_errors
 
 # The one registry of reward terms (webapp/rewards/terms.py); RewardTerm is re-exported here.
 from webapp.rewards.terms import RecipeRef, RewardTerm, TermFieldError, terms_error
@@ -692,10 +692,8 @@ def _union_tag(parent: Any, part: Any) -> bool:
 
 def parse_run_config(data: Any) -> RunConfig:
     """Validate raw input (dict from JSON or a form) into a RunConfig, or raise RunConfigError."""
-    if not isinstance(data, dict):
-        raise RunConfigError({"non_field_errors": ["expected a JSON object"]})
-    if nul := nul_errors(data):
-        raise RunConfigError(nul)
+    if refused := json_object_errors(data):
+        raise RunConfigError(refused)
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:

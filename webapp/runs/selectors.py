@@ -14,7 +14,7 @@ from django.urls import reverse
 from envs.adapters import episode_reward_rule
 from webapp.catalog.models import Environment
 from webapp.catalog.selectors import environments_visible_to
-from webapp.core.users import is_signed_in
+from webapp.core.users import owned_or_all, owner_or_permitted
 from webapp.runs.models import Rollout, Run, RunEvent
 
 
@@ -24,19 +24,12 @@ def runs_visible_to(*, user: User | AnonymousUser) -> QuerySet[Run]:
     Permissions, not `is_staff`: a staff account that may only open the admin reads nobody's
     transcripts. Everyone else gets a 404, as if the run did not exist.
     """
-    runs = Run.objects.select_related("owner")
-    if not is_signed_in(user):
-        return runs.none()
-    if user.has_perm("runs.view_run") or user.has_perm("runs.change_run"):
-        return runs
-    return runs.filter(owner=user)
+    return owned_or_all(Run.objects.select_related("owner"), user=user, view="runs.view_run", change="runs.change_run")
 
 
 def run_can_change(*, user: User | AnonymousUser, run: Run) -> bool:
     """Cancel and resume: the run's owner, or a user with the permission runs.change_run."""
-    if not is_signed_in(user):
-        return False
-    return run.owner_id == user.pk or user.has_perm("runs.change_run")
+    return owner_or_permitted(user=user, owner_id=run.owner_id, change="runs.change_run")
 
 
 RUN_CHANGE_REFUSAL = (

@@ -9,7 +9,7 @@ from typing import Any
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
-from webapp.core.users import is_signed_in
+from webapp.core.users import owned_or_all, owner_or_permitted
 from webapp.runs.models import Run
 from webapp.runs.table import runs_metric_summaries
 from webapp.sweeps.grid import config_paths, differing_paths
@@ -22,19 +22,12 @@ DEFAULT_METRIC = "reward"
 def sweeps_visible_to(*, user: User | AnonymousUser) -> QuerySet[Sweep]:
     """As runs (webapp.runs.selectors.runs_visible_to): the owner's, or every one for a user with
     the permission runs.view_run (or change_run); everyone else gets a 404."""
-    sweeps = Sweep.objects.select_related("owner")
-    if not is_signed_in(user):
-        return sweeps.none()
-    if user.has_perm("runs.view_run") or user.has_perm("runs.change_run"):
-        return sweeps
-    return sweeps.filter(owner=user)
+    return owned_or_all(Sweep.objects.select_related("owner"), user=user, view="runs.view_run", change="runs.change_run")
 
 
 def sweep_can_change(*, user: User | AnonymousUser, sweep: Sweep) -> bool:
     """Cancel the rest: the sweep's owner, or a user with the permission runs.change_run."""
-    if not is_signed_in(user):
-        return False
-    return sweep.owner_id == user.pk or user.has_perm("runs.change_run")
+    return owner_or_permitted(user=user, owner_id=sweep.owner_id, change="runs.change_run")
 
 
 def sweep_status_counts(*, sweep: Sweep) -> dict[str, int]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from django.contrib.auth.models import User
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
@@ -17,6 +18,8 @@ from rest_framework.views import APIView
 
 from webapp.core.throttles import WriteThrottled
 from webapp.core.users import signed_in_user
+from webapp.jobs.models import Job
+from webapp.rewards.models import RewardRecipe
 from webapp.rewards.selectors import recipes_visible_to
 from webapp.runs.models import Rollout, Run
 from webapp.workbench.composer import (
@@ -35,17 +38,31 @@ from webapp.workbench.probe import run_probe_create
 from webapp.workbench.rescore import RescoreIn, run_rescore_create
 
 
-class RecipeDryRunApi(WriteThrottled, APIView):
-    """`POST /api/reward-recipes/<id>/dry-run/` `{environment, policy, groups, group_size, seed,
-    version?, prompt?, temperature?}` -> 202 `{id, status}`; follow it at `GET /api/jobs/<id>/`."""
+def _job_queued(job: Job) -> Response:
+    """202 `{id, status}`: the job a request started; followed at `GET /api/jobs/<id>/`."""
+    return Response({"id": job.pk, "status": job.status}, status=status.HTTP_202_ACCEPTED)
+
+
+class _RecipeJobApi(WriteThrottled, APIView):
+    """`POST` on a recipe the user may see, starting `create`'s job with the request's data."""
 
     write_throttle_scope = "launch"  # a job each: counted as a launch (WriteThrottled)
+
+    @staticmethod
+    def create(*, owner: User, recipe: RewardRecipe, data: Any) -> Job:
+        raise NotImplementedError
 
     @extend_schema(request=dict, responses={202: dict})
     def post(self, request: Request, pk: int) -> Response:
         recipe = get_object_or_404(recipes_visible_to(user=request.user), pk=pk)
-        job = recipe_dry_run_create(owner=signed_in_user(request), recipe=recipe, data=request.data)
-        return Response({"id": job.pk, "status": job.status}, status=status.HTTP_202_ACCEPTED)
+        return _job_queued(self.create(owner=signed_in_user(request), recipe=recipe, data=request.data))
+
+
+class RecipeDryRunApi(_RecipeJobApi):
+    """`POST /api/reward-recipes/<id>/dry-run/` `{environment, policy, groups, group_size, seed,
+    version?, prompt?, temperature?}` -> 202 `{id, status}`; follow it at `GET /api/jobs/<id>/`."""
+
+    create = staticmethod(recipe_dry_run_create)
 
 
 class RunProbeIn(serializers.Serializer):
@@ -210,22 +227,16 @@ class RunRescoreApi(WriteThrottled, APIView):
         user = signed_in_user(request)
         run = get_object_or_404(Run.objects.filter(owner=user), pk=pk)
         job = run_rescore_create(owner=user, run=run, data=request.data)
-        return Response({"id": job.pk, "status": job.status}, status=status.HTTP_202_ACCEPTED)
+        return _job_queued(job)
 
 
-class RecipeLearnabilityApi(WriteThrottled, APIView):
+class RecipeLearnabilityApi(_RecipeJobApi):
     """`POST /api/reward-recipes/<id>/learnability/` `{environment, episodes (1-64, default 16),
     seed, version?, prompt?}` -> 202 `{id, status}`: a job that plays the same seeded rows with
     the environment's solver and with the random policy and grades the recipe (reachability,
     random stays low, separation, headroom); follow it at `GET /api/jobs/<id>/`."""
 
-    write_throttle_scope = "launch"  # a job each: counted as a launch (WriteThrottled)
-
-    @extend_schema(request=dict, responses={202: dict})
-    def post(self, request: Request, pk: int) -> Response:
-        recipe = get_object_or_404(recipes_visible_to(user=request.user), pk=pk)
-        job = recipe_learnability_create(owner=signed_in_user(request), recipe=recipe, data=request.data)
-        return Response({"id": job.pk, "status": job.status}, status=status.HTTP_202_ACCEPTED)
+    create = staticmethod(recipe_learnability_create)
 
 
 class _HubPushApi(WriteThrottled, APIView):
@@ -238,7 +249,7 @@ class _HubPushApi(WriteThrottled, APIView):
     }), responses={202: JobQueuedOut})
     def post(self, request: Request, pk: int) -> Response:
         job = hub_push_create(user=signed_in_user(request), what=self.what, target_id=pk, data=request.data)
-        return Response({"id": job.pk, "status": job.status}, status=status.HTTP_202_ACCEPTED)
+        return _job_queued(job)
 
 
 class RunHubPushApi(_HubPushApi):

@@ -14,7 +14,7 @@ import math
 from typing import Any, Literal, get_args
 
 from django.contrib.auth.models import AnonymousUser, User
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from envs.adapters.attributes import ATTRIBUTES, COMMON
 from webapp.catalog.selectors import environments_visible_to
@@ -27,6 +27,7 @@ from webapp.rewards.terms import KINDS, AttributeName, RewardTerm, terms_dump
 from webapp.runs.config import RunConfigError
 from webapp.runs.models import Rollout
 from webapp.workbench.dry_run import EnvName, job_env_name
+from webapp.workbench.payload import parse_body
 
 # A draft has no name yet while it is composed; the check then needs one that passes.
 DRAFT_NAME = "draft"
@@ -226,16 +227,7 @@ def preview_scores(terms: list[RewardTerm], episode: Episode) -> dict[str, Any]:
 
 
 def _request(data: Any) -> PreviewIn:
-    if not isinstance(data, dict):
-        raise RecipeRejected({"non_field_errors": ["expected a JSON object"]})
-    try:
-        request = PreviewIn.model_validate(data)
-    except ValidationError as exc:
-        errors: dict[str, list[str]] = {}
-        for error in exc.errors():
-            key = ".".join(str(p) for p in error["loc"]) or "non_field_errors"
-            errors.setdefault(key, []).append(error["msg"].removeprefix("Value error, "))
-        raise RecipeRejected(errors) from None
+    request = parse_body(PreviewIn, data, RecipeRejected)
     if request.rollout is not None and request.play is not None:
         raise RecipeRejected({"play": ["give either rollout (a stored episode) or play (a fresh one), not both"]})
     if request.rollout is None and request.play is None:

@@ -12,9 +12,9 @@ import math
 from typing import Annotated, Any, TypedDict
 
 from django.contrib.auth.models import User
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from webapp.core.textcheck import nul_errors
+from webapp.core.textcheck import json_object_errors
 from webapp.evaluations.config import DEFAULT_PROMPTS, parse_evaluation_request
 from webapp.evaluations.services import evaluation_check
 from webapp.jobs.models import Job
@@ -24,6 +24,7 @@ from webapp.rewards.selectors import recipe_version
 from webapp.rewards.terms import RewardTerm, terms_dump
 from webapp.runs.config import RunConfigError
 from webapp.runs.forms import environment_slug
+from webapp.workbench.payload import parse_extras
 
 KIND = "dry_run"
 MAX_GROUPS = 32
@@ -72,17 +73,10 @@ _OWN = ("group_size", "groups", "temperature", "version", "policy", "name")
 
 
 def _parse(data: Any) -> tuple[Any, DryRunExtras]:
-    if not isinstance(data, dict):
-        raise RunConfigError({"non_field_errors": ["expected a JSON object"]})
-    if nul := nul_errors(data):
-        raise RunConfigError(nul)
+    if refused := json_object_errors(data):
+        raise RunConfigError(refused)
     errors: dict[str, list[str]] = {}
-    try:
-        extras = DryRunExtras.model_validate(data)
-    except ValidationError as exc:
-        for error in exc.errors():
-            errors.setdefault(".".join(str(p) for p in error["loc"]), []).append(error["msg"])
-        extras = DryRunExtras()
+    extras = parse_extras(DryRunExtras, data, errors)
     shared = {key: value for key, value in data.items() if key not in _OWN}
     shared["models"] = [data.get("policy", "random")]
     shared["episodes"] = extras.groups

@@ -12,7 +12,7 @@ import re
 from typing import Any, Literal
 
 from django.contrib.auth.models import User
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from webapp.accounts.secrets import user_secret_status
 from webapp.core.errors import InvalidInput
@@ -22,6 +22,7 @@ from webapp.jobs.models import Job
 from webapp.jobs.services import job_create
 from webapp.runs.models import Run
 from webapp.runs.selectors import runs_visible_to
+from webapp.workbench.payload import parse_body
 
 HUB_PUSH_KIND = "hub_push"
 PUSH_STEPS = 3  # write the Parquet, make the repository, commit the files
@@ -41,15 +42,7 @@ class HubPushIn(BaseModel):
 
 
 def _request(data: Any) -> HubPushIn:
-    if not isinstance(data, dict):
-        raise PushRejected({"non_field_errors": ["expected a JSON object"]})
-    try:
-        request = HubPushIn.model_validate(data)
-    except ValidationError as exc:
-        errors: dict[str, list[str]] = {}
-        for error in exc.errors():
-            errors.setdefault(".".join(str(p) for p in error["loc"]) or "non_field_errors", []).append(error["msg"])
-        raise PushRejected(errors) from None
+    request = parse_body(HubPushIn, data, PushRejected)
     if not REPO_ID_RE.fullmatch(request.repo_id) or ".." in request.repo_id or request.repo_id.endswith(".git"):
         raise PushRejected({"repo_id": ['give a Hub dataset repository as "namespace/name"']})
     return request

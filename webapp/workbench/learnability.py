@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.contrib.auth.models import User
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from envs.registry import SpecTable
 from webapp.evaluations.config import RANDOM, SOLVER, parse_evaluation_request
@@ -43,6 +43,7 @@ from webapp.rewards.selectors import recipes_visible_to
 from webapp.rewards.terms import RewardTerm, walk_terms
 from webapp.runs.config import RunConfigError
 from webapp.workbench.dry_run import EnvName, Histogram, recipe_job_params, recipe_version_or_refuse
+from webapp.workbench.payload import parse_extras
 
 KIND = "learnability"
 DEFAULT_EPISODES = 16
@@ -95,12 +96,7 @@ def _parse(data: Any) -> tuple[Any, LearnabilityExtras]:
     errors: dict[str, list[str]] = {
         str(key): ["Extra inputs are not permitted"] for key in data if key not in ALLOWED
     }
-    try:
-        extras = LearnabilityExtras.model_validate(data)
-    except ValidationError as exc:
-        for error in exc.errors():
-            errors.setdefault(".".join(str(p) for p in error["loc"]), []).append(error["msg"])
-        extras = LearnabilityExtras()
+    extras = parse_extras(LearnabilityExtras, data, errors)
     shared = {key: data[key] for key in ("environment", "seed", "prompt") if key in data}
     shared["models"] = [SOLVER, RANDOM]
     shared["episodes"] = extras.episodes

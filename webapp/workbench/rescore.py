@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from webapp.jobs.services import job_create
 from webapp.rewards.models import RewardRecipe
@@ -41,6 +41,7 @@ from webapp.rewards.terms import RecipeRef, RewardTerm, terms_dump, walk_terms
 from webapp.runs.config import RunConfigError
 from webapp.runs.models import Rollout, Run
 from webapp.runs.services import RunStateError
+from webapp.workbench.payload import parse_body
 
 KIND = "rescore"
 SCALE_REWARDS = ("group", "batch", "none")
@@ -360,16 +361,7 @@ def run_rescore_create(*, owner: Any, run: Any, data: Any) -> Any:
     """Validate and queue a re-score of `run` (the caller's, finished) with one of the caller's
     recipes (a pinned version); a refused request writes nothing. Returns the Job."""
 
-    if not isinstance(data, dict):
-        raise RunConfigError({"non_field_errors": ["expected a JSON object"]})
-    try:
-        request = RescoreIn.model_validate(data)
-    except ValidationError as exc:
-        errors: dict[str, list[str]] = {}
-        for error in exc.errors():
-            field = ".".join(str(p) for p in error["loc"]) or "non_field_errors"
-            errors.setdefault(field, []).append(error["msg"])
-        raise RunConfigError(errors) from None
+    request = parse_body(RescoreIn, data, RunConfigError)
     if run.status in Run.ACTIVE:
         raise RunStateError(
             f"run #{run.pk} is {run.status}: re-score it once it has finished "

@@ -14,7 +14,14 @@ from django.db.models import QuerySet
 
 from webapp.runs.config import stored_config_current
 from webapp.runs.models import Run
-from webapp.runs.telemetry.groups import BANDS, GroupByError, group_by_parse, runs_grouped
+from webapp.runs.telemetry.groups import (
+    BANDS,
+    GroupByError,
+    group_by_parse,
+    plain_label,
+    runs_grouped,
+    step_figure,
+)
 from webapp.runs.telemetry.metric_keys import WALL_TIME_KEY
 from webapp.runs.telemetry.series import run_metric_keys, run_metric_series
 
@@ -166,11 +173,6 @@ def config_diff(runs: list[Run]) -> list[dict[str, Any]]:
     return diff
 
 
-def plain_label(text: str) -> str:
-    """Plotly reads <b>, <a href> and similar tags in trace names: a run's name is user text."""
-    return text.replace("<", "\u2039").replace(">", "\u203a")
-
-
 def compare_figure(runs: list[Run], series: dict[int, list[list[float]]], *, key: str) -> dict[str, Any]:
     """Plotly figure JSON: one trace per run on shared axes."""
     traces = [
@@ -184,13 +186,4 @@ def compare_figure(runs: list[Run], series: dict[int, list[list[float]]], *, key
         }
         for run in runs
     ]
-    return {
-        "data": traces,
-        "layout": {
-            "xaxis": {"title": {"text": "step"}},
-            "yaxis": {"title": {"text": key}},
-            "margin": {"l": 50, "r": 10, "t": 10, "b": 40},
-            "legend": {"orientation": "h"},
-            "height": 380,
-        },
-    }
+    return step_figure(traces, key=key, top=10)

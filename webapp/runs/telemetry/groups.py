@@ -126,8 +126,24 @@ def _fill(color: str) -> str:
 
 
 def plain_label(text: str) -> str:
-    """Plotly reads <b>, <a href> and similar tags in trace names: group labels are user text."""
+    """Plotly reads <b>, <a href> and similar tags in trace names: group labels and run names
+    are user text."""
     return text.replace("<", "\u2039").replace(">", "\u203a")
+
+
+def step_figure(data: list[dict[str, Any]], *, key: str, top: int) -> dict[str, Any]:
+    """Plotly figure JSON of `data` over the steps, `key` on the y axis; `top`: the margin
+    above the plot (px), where the legend goes."""
+    return {
+        "data": data,
+        "layout": {
+            "xaxis": {"title": {"text": "step"}},
+            "yaxis": {"title": {"text": key}},
+            "margin": {"l": 50, "r": 10, "t": top, "b": 40},
+            "legend": {"orientation": "h"},
+            "height": 380,
+        },
+    }
 
 
 def group_figure(stats: Sequence[Mapping[str, Any]], *, key: str, band: str) -> dict[str, Any]:
@@ -162,13 +178,4 @@ def group_figure(stats: Sequence[Mapping[str, Any]], *, key: str, band: str) -> 
             "name": name, "line": {"width": 2, "color": color}, "marker": {"color": color},
             "meta": {"group": group["group"], "role": "mean"},
         })
-    return {
-        "data": data,
-        "layout": {
-            "xaxis": {"title": {"text": "step"}},
-            "yaxis": {"title": {"text": key}},
-            "margin": {"l": 50, "r": 10, "t": 30, "b": 40},
-            "legend": {"orientation": "h"},
-            "height": 380,
-        },
-    }
+    return step_figure(data, key=key, top=30)

@@ -38,27 +38,14 @@
     var button = document.getElementById("learnability-submit");
     button.disabled = true;
     say("Queuing…");
-    fetch(form.dataset.api + encodeURIComponent(recipe) + "/learnability/", {
-      method: "POST",
-      credentials: "same-origin",
-      headers: {
-        "Content-Type": "application/json",
-        Accept: "application/json",
-        "X-CSRFToken": form.elements.csrfmiddlewaretoken.value,
-      },
-      body: JSON.stringify(body),
-    })
-      .then(function (response) {
-        return response.json().catch(function () { return null; }).then(function (data) {
-          return { ok: response.status === 202, data: data };
-        });
-      })
+    var url = form.dataset.api + encodeURIComponent(recipe) + "/learnability/";
+    window.envlab.http.postJson(url, body, form.elements.csrfmiddlewaretoken.value) // webapp/static/js/http.js
       .then(function (answer) {
-        if (answer.ok && answer.data && typeof answer.data.id === "number") {
-          form.dataset.job = String(answer.data.id);
-          say("Queued as job #" + answer.data.id + ": the card appears here once it has run;", "/jobs/" + answer.data.id + "/");
+        if (answer.status === 202 && answer.body && typeof answer.body.id === "number") {
+          form.dataset.job = String(answer.body.id);
+          say("Queued as job #" + answer.body.id + ": the card appears here once it has run;", "/jobs/" + answer.body.id + "/");
         } else {
-          say(errorsText(answer.data));
+          say(errorsText(answer.body));
         }
       })
       .catch(function () { say("The request did not reach the server; try again."); })

@@ -515,6 +515,25 @@
     if (changed) this.schedule();
   };
 
+  RolloutList.prototype.loadPage = function (entry, url, failure, take) {
+    // Reads `url` into `entry` with `take(body)` (true when read, or moot). Resolves to false
+    // when the read failed: `failure` and the error are shown, and reads wait RETRY_MS.
+    var self = this;
+    entry.loading = getJson(url)
+      .then(take)
+      .catch(function (error) {
+        self.failedAt = Date.now();
+        self.status(failure + error.message);
+        return false;
+      })
+      .then(function (ok) {
+        entry.loading = null;
+        self.schedule();
+        return ok;
+      });
+    return entry.loading;
+  };
+
   RolloutList.prototype.load = function (entry, upto, whole) {
     // The next page of a step, newest first below what it holds. Resolves to false when
     // the read failed (retried on a later render, not sooner than RETRY_MS).
@@ -535,77 +554,53 @@
     var limit = Math.max(FIRST_PAGE, Math.min(whole ? WHOLE_PAGE : MAX_PAGE, upto - entry.rows.length + 4 * OVERSCAN));
     var url =
       this.api + "?step=" + entry.step + "&before_seq=" + encodeURIComponent(entry.cursor) + "&limit=" + limit;
-    entry.loading = getJson(url)
-      .then(function (body) {
-        if (self.steps.get(entry.step) !== entry) return true; // reset meanwhile
-        (body.results || []).forEach(function (r) {
-          var seq = Number(r.seq);
-          if (seq < entry.cursor) entry.cursor = seq;
-          if (entry.seqs.has(seq)) return;
-          entry.seqs.add(seq);
-          entry.rows.push(r);
-        });
-        if (!body.next) {
-          entry.done = true;
-          if (entry.count !== entry.rows.length) {
-            entry.count = entry.rows.length;
-            self.recount();
-            self.renderFilter();
-          }
-        }
-        self.status("");
-        return true;
-      })
-      .catch(function (error) {
-        self.failedAt = Date.now();
-        self.status("Could not read transcripts: " + error.message);
-        return false;
-      })
-      .then(function (ok) {
-        entry.loading = null;
-        self.schedule();
-        return ok;
+    return this.loadPage(entry, url, "Could not read transcripts: ", function (body) {
+      if (self.steps.get(entry.step) !== entry) return true; // reset meanwhile
+      (body.results || []).forEach(function (r) {
+        var seq = Number(r.seq);
+        if (seq < entry.cursor) entry.cursor = seq;
+        if (entry.seqs.has(seq)) return;
+        entry.seqs.add(seq);
+        entry.rows.push(r);
       });
-    return entry.loading;
+      if (!body.next) {
+        entry.done = true;
+        if (entry.count !== entry.rows.length) {
+          entry.count = entry.rows.length;
+          self.recount();
+          self.renderFilter();
+        }
+      }
+      self.status("");
+      return true;
+    });
   };
 
   RolloutList.prototype.loadFound = function (entry) {
     // The search's next page, as the API's `next` names it (same origin: its path only).
     var self = this;
     if (Date.now() < this.failedAt + RETRY_MS) return Promise.resolve(false);
-    entry.loading = getJson(entry.next)
-      .then(function (body) {
-        if (self.found !== entry) return true; // searched again meanwhile
-        (body.results || []).forEach(function (r) {
-          var seq = Number(r.seq);
-          if (entry.seqs.has(seq)) return;
-          entry.seqs.add(seq);
-          entry.rows.push(r);
-        });
-        if (body.next) {
-          var next = new URL(body.next, window.location.href);
-          entry.next = next.pathname + next.search;
-          entry.count = entry.rows.length + FIRST_PAGE;
-        } else {
-          entry.done = true;
-          entry.count = entry.rows.length;
-          self.box.dataset.searchDone = "true";
-        }
-        self.onSearched(entry.done ? entry.rows.length : null, body.search || null);
-        self.status("");
-        return true;
-      })
-      .catch(function (error) {
-        self.failedAt = Date.now();
-        self.status("Could not search the transcripts: " + error.message);
-        return false;
-      })
-      .then(function (ok) {
-        entry.loading = null;
-        self.schedule();
-        return ok;
+    return this.loadPage(entry, entry.next, "Could not search the transcripts: ", function (body) {
+      if (self.found !== entry) return true; // searched again meanwhile
+      (body.results || []).forEach(function (r) {
+        var seq = Number(r.seq);
+        if (entry.seqs.has(seq)) return;
+        entry.seqs.add(seq);
+        entry.rows.push(r);
       });
-    return entry.loading;
+      if (body.next) {
+        var next = new URL(body.next, window.location.href);
+        entry.next = next.pathname + next.search;
+        entry.count = entry.rows.length + FIRST_PAGE;
+      } else {
+        entry.done = true;
+        entry.count = entry.rows.length;
+        self.box.dataset.searchDone = "true";
+      }
+      self.onSearched(entry.done ? entry.rows.length : null, body.search || null);
+      self.status("");
+      return true;
+    });
   };
 
   RolloutList.prototype.setSearch = function (query) {
