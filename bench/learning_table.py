@@ -72,6 +72,9 @@ class Game:
     score_label: str
     base: str  # the demo-model variant built per seed as the base model
     base_label: str
+    # A second evaluation column kept per model and shown SFT -> SFT+GRPO in a search's
+    # table, where the score alone says little (a tiny model finds no Wordle word).
+    extra: str = ""
 
 
 GAMES = {
@@ -79,7 +82,7 @@ GAMES = {
                   "`catch-base` demo model (knows the move tool, not the game)"),
     # The echo demo model knows the tool-call format and nothing of Wordle (envs/wordle/lab.py's prompt).
     "wordle": Game("wordle", "Play Wordle: find the secret five-letter word with the guess tool.", "wins",
-                   "Words found", "demo", "`demo` echo model (knows the tool-call format, not Wordle)"),
+                   "Words found", "demo", "`demo` echo model (knows the tool-call format, not Wordle)", "best_greens"),
 }
 TERMINAL = ("succeeded", "failed", "cancelled")
 # What a GRPO run's metrics say about why it learned or did not (TRL's names): the share of
@@ -468,7 +471,8 @@ class Command(BaseCommand):
         for row in evaluation["results"]:
             say(f"{what}: {score} {row[score]} of {row['episodes']} (mean reward {row['mean_reward']:.3f})"
                 + (f" [{row.get('model', '')}]" if len(models) > 1 else ""))
-            found.append({"evaluation": evaluation["id"], score: int(row[score]),
+            extra = {chosen.played.extra: row.get(chosen.played.extra)} if chosen.played.extra else {}
+            found.append({"evaluation": evaluation["id"], score: int(row[score]), **extra,
                           "mean_reward": row["mean_reward"], "tool_calls": row["tool_calls"],
                           "tool_failures": row["tool_failures"]})
         return found
@@ -611,8 +615,9 @@ def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: fl
     for phase in ("base", "sft"):
         mean, std = _mean_std([float(entry[phase][key]) for entry in per_seed])
         phases[phase] = {"mean": round(mean, 2), "std": round(std, 2)}
+    extra = chosen.played.extra
     columns = ["GRPO setting", "seed", "base", "SFT", "SFT+GRPO", "GRPO - SFT", "GRPO reward, first -> last 5 steps",
-               "zero-std groups", "entropy", "run"]
+               "zero-std groups", "entropy", "run", *([f"{extra}, base / SFT / SFT+GRPO"] if extra else [])]
     by_setting: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
     for entry in per_seed:
         for member in entry.get("members", []):
@@ -634,7 +639,7 @@ def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: fl
                 result = [f"{member['status']}: {member.get('error', '')[:80]}", ""]
             rows.append([label, entry["seed"], entry["base"][key], entry["sft"][key], *result, curve,
                          "" if zero is None else f"{zero:.2f}", "" if entropy is None else f"{entropy:.3f}",
-                         member["run"]])
+                         member["run"], *([_extra_cell(extra, entry, member)] if extra else [])])
         mean, std = _mean_std([float(g) for g in gains]) if gains else (0.0, 0.0)
         se = std / len(gains) ** 0.5 if len(gains) > 1 else None
         met = (se is not None and len(gains) == len(pairs) and len(gains) >= 3
@@ -643,7 +648,7 @@ def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: fl
                                  "succeeded": len(gains), "gain_mean": round(mean, 2), "gain_std": round(std, 2),
                                  "gain_se": None if se is None else round(se, 2), "target_met": met})
         rows.append([label, "mean +- std", "", "", "", f"{mean:+.1f} +- {std:.1f}"
-                     + ("" if se is None else f" (SE {se:.1f})"), "", "", "", ""])
+                     + ("" if se is None else f" (SE {se:.1f})"), "", "", "", "", *([""] if extra else [])])
     best = max(settings_summary, key=lambda item: item["gain_mean"]) if settings_summary else None
     base, sft = phases["base"]["mean"], phases["sft"]["mean"]
     done = "" if len(per_seed) == len(chosen.seeds) else f"PARTIAL: {len(per_seed)} of {len(chosen.seeds)} seeds done. "
@@ -675,6 +680,11 @@ def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: fl
         "elapsed_seconds": round(elapsed, 1),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine()},
     }
+
+
+def _extra_cell(extra: str, entry: dict[str, Any], member: dict[str, Any]) -> str:
+    values = [entry["base"].get(extra), entry["sft"].get(extra), member.get(extra)]
+    return " / ".join("-" if v is None else f"{float(v):.2f}" for v in values)
 
 
 def _default_output(chosen: Settings | None = None) -> Path:

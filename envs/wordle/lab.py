@@ -19,6 +19,10 @@ def guesses_per_win(played: Sequence[Mapping[str, Any]], attributes: Sequence[Ma
     return mean([float(a.get("num_guesses", 0.0)) for e, a in zip(played, attributes, strict=True) if e["won"]])
 
 
+def best_greens(played: Sequence[Mapping[str, Any]], attributes: Sequence[Mapping[str, float]]) -> float | None:
+    return mean([float(a.get("best_greens", 0.0)) for a in attributes])
+
+
 LAB = BundledSpec(
     **openenv_server("wordle", "Wordle", 8102),
     adapter=AdapterSpec("wordle", "envs.adapters.wordle.WordleAdapter", ("guess",), "WordleAction", ("guess",)),
@@ -39,6 +43,7 @@ LAB = BundledSpec(
     prompt="Play Wordle: find the secret five-letter word with the guess tool.",
     columns=(
         Column("guesses_per_win", "mean valid guesses in the episodes won", guesses_per_win),
+        Column("best_greens", "mean of the most greens one guess got, per episode (0 to 5)", best_greens),
         Column("invalid_guesses", "guesses refused (not a five-letter word), all episodes", summed("invalid_moves")),
     ),
     renderer="wordle",

@@ -268,7 +268,7 @@ def test_checkpoints_of_a_run_are_plotted_with_the_best_marked(
 @pytest.mark.parametrize(
     ("app", "key", "columns", "iterations"),
     [
-        ("envs.wordle.server:app", "wordle", {"guesses_per_win", "invalid_guesses"}, 16),
+        ("envs.wordle.server:app", "wordle", {"guesses_per_win", "best_greens", "invalid_guesses"}, 16),
         # 20 blanks (the default puzzle) take 20 placements, one call each.
         ("envs.sudoku.server:app", "sudoku", {"solved", "cells_correct"}, 20),
     ],
@@ -299,6 +299,8 @@ def test_wordle_and_sudoku_columns_from_the_episode_attributes(api, owner, app, 
     assert rows[0]["wins"] == 2
     if key == "wordle":
         assert rows[0]["guesses_per_win"] == sum(e.attributes["num_guesses"] for e in solved) / 2
+        # The solver always finds the word: its best guess is all green.
+        assert rows[0]["best_greens"] == 5.0
         assert rows[0]["invalid_guesses"] == sum(
             int(e.attributes.get("invalid_moves", 0)) for e in solved
         )
