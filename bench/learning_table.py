@@ -249,12 +249,21 @@ class Command(BaseCommand):
                 argv += [f"--{name.replace('_', '-')}", str(value)]
         if options["quick"]:
             argv.append("--quick")
-        code = subprocess.call(argv, cwd=settings.BASE_DIR, env=env)
+        child = subprocess.Popen(argv, cwd=settings.BASE_DIR, env=env)
+        # A SIGTERM to this command reaches the scratch child, which stops its services.
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: child.send_signal(signal.SIGTERM))
+        try:
+            code = child.wait()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         if code:
             raise CommandError(f"the learning table failed (exit {code}); logs in {scratch / 'log'}")
 
     def _in_scratch(self, scratch: Path, chosen: Settings, output: Path) -> None:
         started = time.monotonic()
+        # Killed (SIGTERM), the table still stops the web server, worker and game server it
+        # started (the `finally` below): left running, a worker would take the next table's tasks.
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
         _reset_stores()
         token, log_dir, port = _scratch_setup(scratch)
         services: list[subprocess.Popen[bytes]] = []
@@ -681,6 +690,10 @@ def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: fl
         "elapsed_seconds": round(elapsed, 1),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine()},
     }
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _extra_cell(extra: str, entry: dict[str, Any], member: dict[str, Any]) -> str:
