@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from webapp.runs.models import Rollout, Run
+from tests.factories import RunFactory
+from webapp.runs.models import Rollout
 from worker.play.rescore import FIELDS, rollout_pages
 
 pytestmark = pytest.mark.django_db
 
 
 def test_pages_cover_every_rollout_of_the_run_once_in_seq_order(owner):
-    run = Run.objects.create(owner=owner, name="r", config={}, model="demo:echo", max_steps=1, status="succeeded")
-    other = Run.objects.create(owner=owner, name="o", config={}, model="demo:echo", max_steps=1, status="succeeded")
+    run = RunFactory(owner=owner, name="r", max_steps=1, status="succeeded")
+    other = RunFactory(owner=owner, name="o", max_steps=1, status="succeeded")
     for seq in (5, 1, 3, 2, 4):
         Rollout.objects.create(run=run, seq=seq, step=1, messages=[{"role": "assistant", "content": "long"}])
     Rollout.objects.create(run=other, seq=6, step=1)
