@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from tests.factories import RunFactory
 from webapp.jobs.models import Job
 from webapp.runs.models import Rollout, Run
 
@@ -30,8 +31,8 @@ def recipe(api) -> int:
 
 @pytest.fixture
 def finished(owner) -> Run:
-    run = Run.objects.create(
-        owner=owner, name="stored", config=CONFIG, model="demo:echo", max_steps=2, status=Run.Status.SUCCEEDED
+    run = RunFactory(
+        owner=owner, name="stored", config=CONFIG, max_steps=2, status=Run.Status.SUCCEEDED,
     )
     for seq in range(1, 4):
         Rollout.objects.create(run=run, seq=seq, step=1, env="echo", rewards={"env_reward": 1.0}, reward=1.0)
