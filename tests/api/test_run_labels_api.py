@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.factories import RunFactory
+from tests.factories import RolloutFactory, RunFactory
 from tests.fixtures.accounts import grant, token_client
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent, RunTag
 
@@ -103,7 +103,7 @@ def test_only_the_owner_edits(owner, outsider_api, viewer_api, operator_api):
 def _recorded_run(owner, status, runs_dir):
     run = RunFactory(owner=owner, status=status)
     MetricPoint.objects.create(run=run, step=1, key="reward", value=0.5, seq=1)
-    Rollout.objects.create(run=run, seq=2, step=1)
+    RolloutFactory(run=run)
     RunEvent.objects.create(run=run, kind="claimed")
     RunTag.objects.create(run=run, slug="a")
     folder = runs_dir / str(run.pk) / "checkpoint-1"

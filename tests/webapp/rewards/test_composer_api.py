@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.factories import EnvironmentFactory, RunFactory
+from tests.factories import EnvironmentFactory, RolloutFactory, RunFactory
 from webapp.catalog.models import Environment
 from webapp.rewards.models import RewardRecipe
 from webapp.rewards.scoring import Episode, episode_from_stored
@@ -37,8 +37,8 @@ def _run(owner, name="stored") -> Run:
 
 
 def _rollout(run: Run, seq: int, episode: dict, *, env="wordle", unscored=False) -> Rollout:
-    return Rollout.objects.create(
-        run=run, seq=seq, step=1, env=env, episode=episode, unscored=unscored,
+    return RolloutFactory(
+        run=run, seq=seq, env=env, episode=episode, unscored=unscored,
         rewards={"win": 1.25}, reward=1.25,
     )  # fmt: skip
 

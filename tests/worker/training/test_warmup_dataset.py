@@ -11,9 +11,9 @@ import pytest
 
 from envs.solvers import solver_class
 from tests.envs.servers import run_env_server
-from tests.factories import EnvironmentFactory, RunFactory
+from tests.factories import EnvironmentFactory, RolloutFactory, RunFactory
 from webapp.runs.config import RunConfigError, parse_run_config
-from webapp.runs.models import Rollout, Run
+from webapp.runs.models import Run
 from webapp.runs.services import run_config_check, run_launch
 
 SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
@@ -140,8 +140,8 @@ def test_launch_checks_the_warmup_source(
         ]
     }
     source = RunFactory(owner=owner, name="src", max_steps=1)
-    Rollout.objects.create(run=source, seq=1, step=1, reward=0.5)
-    Rollout.objects.create(run=source, seq=2, step=1, reward=1.0, unscored=True)
+    RolloutFactory(run=source, reward=0.5)
+    RolloutFactory(run=source, reward=1.0, unscored=True)
     from_run = parse_run_config(catch_config(catch_env, source="run", run=source.pk))
     assert checked(from_run, owner) == {
         "sft_warmup.run": [
@@ -206,14 +206,12 @@ def test_stored_rollouts_kept_by_reward(owner: Any, outsider: Any) -> None:
         {"role": "tool", "name": "stay", "content": "ok"},
         {"role": "assistant", "content": "Done."},
     ]
-    Rollout.objects.create(run=source, seq=1, step=1, prompt=prompt, messages=good, reward=1.0)
-    Rollout.objects.create(run=source, seq=2, step=1, prompt=prompt, messages=good, reward=0.25)
-    Rollout.objects.create(
+    RolloutFactory(run=source, seq=1, prompt=prompt, messages=good, reward=1.0)
+    RolloutFactory(run=source, seq=2, prompt=prompt, messages=good, reward=0.25)
+    RolloutFactory(
         run=source, seq=3, step=2, prompt=prompt, messages=good, reward=1.0, unscored=True
     )
-    Rollout.objects.create(
-        run=source, seq=4, step=2, prompt=prompt, messages=good[::-1][:1], reward=1.5
-    )
+    RolloutFactory(run=source, seq=4, step=2, prompt=prompt, messages=good[::-1][:1], reward=1.5)
     tools = [
         {"type": "function", "function": {"name": "stay", "description": "Stay.", "parameters": {}}}
     ]
