@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.factories import RolloutFactory, RunFactory
+from tests.factories import EvaluationFactory, RolloutFactory, RunFactory
 from tests.fixtures.accounts import grant, token_client
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent, RunTag
 
@@ -175,10 +175,7 @@ def test_a_run_whose_checkpoints_an_active_evaluation_plays_is_not_deleted(api, 
 
     settings.RUNS_DIR = tmp_path
     run = _recorded_run(owner, Run.Status.SUCCEEDED, tmp_path)
-    evaluation = Evaluation.objects.create(
-        owner=owner, environment_name="catch", prompt="p", model_specs=[], episodes=1, seed=0, total=1,
-        source_run=run,
-    )
+    evaluation = EvaluationFactory(owner=owner, source_run=run, status=Evaluation.Status.QUEUED)
 
     refused = api.delete(f"/api/runs/{run.pk}/")
     Evaluation.objects.filter(pk=evaluation.pk).update(status=Evaluation.Status.SUCCEEDED)
