@@ -1,5 +1,5 @@
-"""factory_boy factories for the rows tests build most: users, environments, runs, evaluations,
-background jobs and reward recipes.
+"""factory_boy factories for the rows tests build most: users, environments, runs and their
+rollouts, evaluations, background jobs and reward recipes.
 
 Defaults are the plain case (a healthy environment without a server behind it, a queued echo
 run of three steps); a test passes what its situation is about, so that it reads in the test."""
@@ -15,7 +15,7 @@ from webapp.catalog.models import Environment
 from webapp.evaluations.models import Evaluation
 from webapp.jobs.models import Job
 from webapp.rewards.models import RewardRecipe, RewardRecipeVersion
-from webapp.runs.models import Run
+from webapp.runs.models import Rollout, Run
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -56,6 +56,24 @@ class RunFactory(factory.django.DjangoModelFactory):
     config = factory.LazyFunction(dict)
     model = "demo:echo"
     max_steps = 3
+
+
+def _next_seq(rollout: Any) -> int:
+    seqs = Rollout.objects.filter(run=rollout.run).order_by("-seq").values_list("seq", flat=True)
+    return (seqs.first() or 0) + 1
+
+
+class RolloutFactory(factory.django.DjangoModelFactory):
+    """An empty rollout at step 1, numbered after the run's last one (1, 2, ... as a test adds
+    them): a test passes the transcript, rewards and env it reads, and seq or step where the
+    order or the step is what it checks."""
+
+    class Meta:
+        model = Rollout
+
+    run = factory.SubFactory(RunFactory)
+    seq = factory.LazyAttribute(_next_seq)
+    step = 1
 
 
 class EvaluationFactory(factory.django.DjangoModelFactory):

@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from tests.factories import RunFactory
 from webapp.runs.models import Run, RunEvent
 from webapp.runs.services import run_launch
 
@@ -36,9 +37,8 @@ def _warmup(settings, run: Run) -> None:
 
 @pytest.fixture
 def trained(owner, settings, models_dir):  # noqa: F811
-    run = Run.objects.create(
-        owner=owner, name="trained", config={}, model="demo:echo", max_steps=10, status="succeeded",
-        checkpoint_step=10,
+    run = RunFactory(
+        owner=owner, name="trained", max_steps=10, status="succeeded", checkpoint_step=10,
     )
     _warmup(settings, run)
     _checkpoint(settings, run, 5, size=100)
@@ -60,7 +60,7 @@ def test_the_run_detail_lists_its_usable_checkpoints_by_step(api, trained):
 
 
 def test_a_run_without_checkpoints_lists_none(api, owner, models_dir):  # noqa: F811
-    run = Run.objects.create(owner=owner, name="new", config={}, model="demo:echo", max_steps=3)
+    run = RunFactory(owner=owner, name="new")
     assert api.get(f"/api/runs/{run.pk}/").json()["checkpoints"] == []
 
 
@@ -103,15 +103,13 @@ def test_a_missing_step_names_the_steps_there_are(api, trained, echo_env):  # no
 
 
 def test_a_run_with_no_checkpoint_cannot_be_started_from(api, owner, echo_env, models_dir):  # noqa: F811
-    empty = Run.objects.create(owner=owner, name="empty", config={}, model="demo:echo", max_steps=3)
+    empty = RunFactory(owner=owner, name="empty")
     errors = _refused(api, config(echo_env.pk, model={"run": empty.pk}))
     assert errors == {"model": [f"run {empty.pk} has no checkpoint yet"]}
 
 
 def test_another_users_run_is_not_found(api, outsider, echo_env, settings, models_dir):  # noqa: F811
-    theirs = Run.objects.create(
-        owner=outsider, name="theirs", config={}, model="demo:echo", max_steps=3, checkpoint_step=2
-    )
+    theirs = RunFactory(owner=outsider, name="theirs", checkpoint_step=2)
     _checkpoint(settings, theirs, 2)
     missing = _refused(api, config(echo_env.pk, model={"run": 999_999}))
     hidden = _refused(api, config(echo_env.pk, model={"run": theirs.pk, "checkpoint": 2}))
@@ -159,9 +157,8 @@ def test_only_whole_checkpoints_are_listed_and_taken_as_a_model(api, owner, echo
     """What a kill during a save leaves (webapp/runs/checkpoints.py): the staging folder of the
     save it cut short, and a folder of the layout before markers whose trainer state it cut
     short. Neither is listed, nor pinned as "last", nor taken by its step."""
-    run = Run.objects.create(
-        owner=owner, name="killed", config={}, model="demo:echo", max_steps=20, status="interrupted",
-        checkpoint_step=12,
+    run = RunFactory(
+        owner=owner, name="killed", max_steps=20, status="interrupted", checkpoint_step=12,
     )
     base = settings.RUNS_DIR / str(run.pk)
     _checkpoint(settings, run, 4)  # before markers, whole: still counts
@@ -189,9 +186,7 @@ def test_only_whole_checkpoints_are_listed_and_taken_as_a_model(api, owner, echo
 @pytest.fixture
 def lora_trained(owner, settings, models_dir):  # noqa: F811
     """A LoRA run with a warm-up: its checkpoint 0 and its GRPO checkpoint are adapters alone."""
-    run = Run.objects.create(
-        owner=owner, name="lora", config={}, model="demo:echo", max_steps=4, status="succeeded", checkpoint_step=4,
-    )
+    run = RunFactory(owner=owner, name="lora", max_steps=4, status="succeeded", checkpoint_step=4)
     warmup = settings.RUNS_DIR / str(run.pk) / "warmup" / "model"
     grpo = settings.RUNS_DIR / str(run.pk) / "checkpoint-4"
     for folder in (warmup, grpo):

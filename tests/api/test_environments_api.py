@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.envs.servers import run_env_server
+from tests.factories import EnvironmentFactory, RunFactory
 from webapp.catalog.models import Environment
 from webapp.runs.models import Run
 
@@ -36,15 +37,15 @@ def small_echo_url() -> Iterator[str]:
 
 @pytest.fixture
 def private_env(owner, echo_url) -> Environment:
-    return Environment.objects.create(
-        owner=owner, name="private", base_url=echo_url, status="unknown", metadata={"name": "echo"}
+    return EnvironmentFactory(
+        owner=owner, name="private", base_url=echo_url, status="unknown", metadata={"name": "echo"},
     )
 
 
 @pytest.fixture
 def shared_env(owner, small_echo_url) -> Environment:
-    return Environment.objects.create(
-        owner=owner, name="shared", base_url=small_echo_url, status="unknown", shared=True
+    return EnvironmentFactory(
+        owner=owner, name="shared", base_url=small_echo_url, status="unknown", shared=True,
     )
 
 
@@ -146,9 +147,7 @@ def test_owner_measures_capacity(api, shared_env):
 
 @pytest.mark.parametrize("status", [Run.Status.QUEUED, Run.Status.RUNNING])
 def test_capacity_is_not_measured_while_a_run_uses_the_environment(api, owner, shared_env, status):
-    run = Run.objects.create(
-        owner=owner, name="busy", config={}, model="demo:echo", max_steps=3, status=status
-    )
+    run = RunFactory(owner=owner, name="busy", status=status)
     run.environments.set([shared_env])
     before = _row(shared_env)
 
@@ -165,14 +164,7 @@ def test_capacity_is_not_measured_while_a_run_uses_the_environment(api, owner, s
 
 
 def test_a_finished_run_does_not_block_measuring(api, owner, shared_env):
-    run = Run.objects.create(
-        owner=owner,
-        name="done",
-        config={},
-        model="demo:echo",
-        max_steps=3,
-        status=Run.Status.SUCCEEDED,
-    )
+    run = RunFactory(owner=owner, name="done", status=Run.Status.SUCCEEDED)
     run.environments.set([shared_env])
 
     assert api.post(f"/api/environments/{shared_env.pk}/capacity/").status_code == 200
@@ -227,7 +219,7 @@ def test_workers_show_their_run_only_to_those_who_may_see_it(
 
     from webapp.runs.models import WorkerHeartbeat
 
-    run = Run.objects.create(owner=owner, name="mine", config={}, model="demo:echo", max_steps=3)
+    run = RunFactory(owner=owner, name="mine")
     WorkerHeartbeat.objects.create(name="w1", heartbeat_at=timezone.now(), current_run=run)
     WorkerHeartbeat.objects.create(name="w2", heartbeat_at=timezone.now())
 

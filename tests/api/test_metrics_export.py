@@ -8,6 +8,7 @@ import io
 import pyarrow.parquet as pq
 import pytest
 
+from tests.factories import RunFactory
 from webapp.runs.models import MetricPoint, Run
 from webapp.runs.telemetry import metrics_export
 
@@ -28,12 +29,12 @@ def _body(response) -> bytes:
 def run(owner) -> Run:
     """1,200 reward points (more than the chart API's 500 buckets), a loss with a null step,
     and a bookkeeping key; another run's points must never show."""
-    run = Run.objects.create(owner=owner, name="r", config={}, model="demo:echo", max_steps=1200)
+    run = RunFactory(owner=owner, name="r", max_steps=1200)
     points = [MetricPoint(run=run, step=s, key="reward", value=s / 1000, seq=s) for s in range(1, 1201)]
     points += [MetricPoint(run=run, step=1, key="loss", value=0.25, seq=2000),
                MetricPoint(run=run, step=2, key="loss", value=None, seq=2001),
                MetricPoint(run=run, step=1, key="_step_seconds", value=1.5, seq=2002)]
-    other = Run.objects.create(owner=owner, name="o", config={}, model="demo:echo", max_steps=1)
+    other = RunFactory(owner=owner, name="o", max_steps=1)
     points.append(MetricPoint(run=other, step=1, key="reward", value=9.0, seq=1))
     MetricPoint.objects.bulk_create(points)
     return run
@@ -82,7 +83,7 @@ def test_parquet_has_the_same_points(api, run, monkeypatch):
 
 def test_an_unknown_key_or_an_empty_run_gives_the_header_alone(api, run, owner):
     assert _body(api.get(f"/api/runs/{run.pk}/metrics/export/?key=nope")) == b"step,key,value\n"
-    empty = Run.objects.create(owner=owner, name="e", config={}, model="demo:echo", max_steps=1)
+    empty = RunFactory(owner=owner, name="e", max_steps=1)
     assert _body(api.get(f"/api/runs/{empty.pk}/metrics/export/?format=csv")) == b"step,key,value\n"
     table = pq.read_table(io.BytesIO(_body(api.get(f"/api/runs/{empty.pk}/metrics/export/?format=parquet"))))
     assert table.num_rows == 0

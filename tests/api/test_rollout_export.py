@@ -8,6 +8,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
+from tests.factories import RunFactory
 from webapp.runs.models import Rollout, Run
 from webapp.runs.telemetry import export
 
@@ -22,7 +23,7 @@ def run(owner) -> Run:
         {"name": "win", "kind": "success_bonus"},
         {"name": "tree", "kind": "gate", "terms": [{"name": "inner", "kind": "env_reward"}]},
     ]}
-    run = Run.objects.create(owner=owner, name="r", config=config, model="demo:echo", max_steps=3)
+    run = RunFactory(owner=owner, name="r", config=config)
     for seq in range(1, 8):
         Rollout.objects.create(
             run=run, seq=seq, step=(seq + 1) // 2, env="wordle",
@@ -106,7 +107,7 @@ def test_an_unknown_format_and_other_users_runs_are_refused(api, outsider_api, r
 
 
 def test_an_empty_run_exports_an_empty_file(api, owner):
-    empty = Run.objects.create(owner=owner, name="e", config={}, model="demo:echo", max_steps=1)
+    empty = RunFactory(owner=owner, name="e", max_steps=1)
     body = _body(api.get(f"/api/runs/{empty.pk}/rollouts/export/?format=parquet"))
     assert pq.read_table(io.BytesIO(body)).num_rows == 0
     assert _body(api.get(f"/api/runs/{empty.pk}/rollouts/export/")) == b""

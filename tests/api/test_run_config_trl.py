@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import RolloutFactory, RunFactory
 from tests.support.run_launch import launch_config as config
 from tests.support.run_launch import launch_refused as refused
 from webapp.runs.config import DEPRECATIONS, RunConfig
 from webapp.runs.grpo_fields import CPU_REFUSED, TRL_PASSTHROUGH
-from webapp.runs.models import Rollout, Run, RunEvent
+from webapp.runs.models import Run, RunEvent
 from webapp.runs.services import LAUNCH_WARNING
 
 pytestmark = pytest.mark.django_db
@@ -45,8 +46,8 @@ def test_bf16_off_on_cpu_and_on_with_checkpointing_on_cuda_are_stored_as_given(a
 
 
 def test_the_deprecated_warmup_key_launches_as_sft_warmup_with_a_warning(api, owner, echo_env, built_model):
-    source = Run.objects.create(owner=owner, name="src", config={}, model="demo:echo", max_steps=1)
-    Rollout.objects.create(run=source, seq=1, step=1, reward=1.0)
+    source = RunFactory(owner=owner, name="src", max_steps=1)
+    RolloutFactory(run=source, reward=1.0)
     data = config(echo_env.pk, warmup={"source": "run", "run": source.pk}, grpo=None)
     response = api.post("/api/runs/", data, format="json")
     assert response.status_code == 201, response.json()
@@ -65,8 +66,8 @@ def test_the_deprecated_warmup_key_launches_as_sft_warmup_with_a_warning(api, ow
 
 
 def test_errors_name_the_key_the_config_used(api, outsider_api, owner, echo_env, built_model):
-    source = Run.objects.create(owner=owner, name="src", config={}, model="demo:echo", max_steps=1)
-    Rollout.objects.create(run=source, seq=1, step=1, reward=1.0)
+    source = RunFactory(owner=owner, name="src", max_steps=1)
+    RolloutFactory(run=source, reward=1.0)
     runs, events = Run.objects.count(), RunEvent.objects.count()
 
     def refused_here(client, data):

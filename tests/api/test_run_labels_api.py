@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.factories import RunFactory
+from tests.factories import EvaluationFactory, RolloutFactory, RunFactory
 from tests.fixtures.accounts import grant, token_client
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent, RunTag
 
@@ -103,7 +103,7 @@ def test_only_the_owner_edits(owner, outsider_api, viewer_api, operator_api):
 def _recorded_run(owner, status, runs_dir):
     run = RunFactory(owner=owner, status=status)
     MetricPoint.objects.create(run=run, step=1, key="reward", value=0.5, seq=1)
-    Rollout.objects.create(run=run, seq=2, step=1)
+    RolloutFactory(run=run)
     RunEvent.objects.create(run=run, kind="claimed")
     RunTag.objects.create(run=run, slug="a")
     folder = runs_dir / str(run.pk) / "checkpoint-1"
@@ -175,10 +175,7 @@ def test_a_run_whose_checkpoints_an_active_evaluation_plays_is_not_deleted(api, 
 
     settings.RUNS_DIR = tmp_path
     run = _recorded_run(owner, Run.Status.SUCCEEDED, tmp_path)
-    evaluation = Evaluation.objects.create(
-        owner=owner, environment_name="catch", prompt="p", model_specs=[], episodes=1, seed=0, total=1,
-        source_run=run,
-    )
+    evaluation = EvaluationFactory(owner=owner, source_run=run, status=Evaluation.Status.QUEUED)
 
     refused = api.delete(f"/api/runs/{run.pk}/")
     Evaluation.objects.filter(pk=evaluation.pk).update(status=Evaluation.Status.SUCCEEDED)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.factories import EnvironmentFactory
+from tests.factories import EnvironmentFactory, RunFactory
 from tests.support.run_launch import launch_config as config
 from tests.support.run_launch import launch_refused as refused
 from webapp.runs.models import Run, RunEvent
@@ -161,8 +161,7 @@ def test_the_documented_example_config_is_still_valid():
 def _active_runs(owner, count: int) -> list[Run]:
     statuses = [Run.Status.QUEUED, Run.Status.RUNNING]
     return [
-        Run.objects.create(owner=owner, name=f"r{i}", config={}, model="demo:echo", max_steps=3,
-                           status=statuses[i % 2])
+        RunFactory(owner=owner, name=f"r{i}", status=statuses[i % 2])
         for i in range(count)
     ]
 
@@ -187,7 +186,7 @@ def test_finished_runs_and_other_accounts_do_not_count(
 ):
     settings.ENVLAB_MAX_ACTIVE_RUNS = 2
     _active_runs(outsider, 2)
-    Run.objects.create(owner=owner, name="old", config={}, model="demo:echo", max_steps=3, status="succeeded")
+    RunFactory(owner=owner, name="old", status="succeeded")
     _active_runs(owner, 1)
     with django_capture_on_commit_callbacks(execute=True):
         response = api.post("/api/runs/", config(echo_env.pk), format="json")
@@ -198,8 +197,10 @@ def test_finished_runs_and_other_accounts_do_not_count(
 def test_resume_past_the_quota_is_refused(api, owner, models_dir, settings):
     settings.ENVLAB_MAX_ACTIVE_RUNS = 1
     _active_runs(owner, 1)
-    stopped = Run.objects.create(
-        owner=owner, name="stopped", config={}, model="demo:echo", max_steps=3, status="interrupted",
+    stopped = RunFactory(
+        owner=owner,
+        name="stopped",
+        status="interrupted",
         error="The worker stopped sending heartbeats.",
     )
     response = api.post(f"/api/runs/{stopped.pk}/resume/")
@@ -231,7 +232,7 @@ def test_any_absolute_folder_is_refused_without_saying_whether_it_exists(api, ec
 
 
 def test_another_users_checkpoint_is_refused(api, owner, outsider, echo_env, models_dir, settings):
-    theirs = Run.objects.create(owner=outsider, name="theirs", config={}, model="demo:echo", max_steps=3)
+    theirs = RunFactory(owner=outsider, name="theirs")
     checkpoint = settings.RUNS_DIR / str(theirs.pk) / "checkpoint-2"
     checkpoint.mkdir(parents=True)
     (checkpoint / "config.json").write_text("{}")

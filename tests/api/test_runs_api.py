@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.envs.servers import free_port
+from tests.factories import EnvironmentFactory, RunFactory
 from tests.support.run_launch import launch_config as config
-from webapp.catalog.models import Environment
 from webapp.runs.models import Run
 
 pytestmark = pytest.mark.django_db
@@ -41,7 +41,7 @@ def test_unknown_environment(api, built_model):
 
 
 def test_unhealthy_environment(api, owner, built_model):
-    dead = Environment.objects.create(
+    dead = EnvironmentFactory(
         owner=owner,
         name="dead",
         base_url=f"http://127.0.0.1:{free_port()}",
@@ -134,7 +134,7 @@ def test_accepted_config_creates_one_queued_run(
 
 
 def test_runs_are_private_to_their_owner(api, outsider_api, staff_api, operator_api, owner):
-    run = Run.objects.create(owner=owner, name="mine", config={}, model="demo:echo", max_steps=3)
+    run = RunFactory(owner=owner, name="mine")
     assert api.get(f"/api/runs/{run.pk}/").status_code == 200
     assert outsider_api.get(f"/api/runs/{run.pk}/").status_code == 404
     assert outsider_api.get(f"/api/runs/{run.pk}/metrics/").status_code == 404
@@ -155,7 +155,7 @@ def test_runs_are_private_to_their_owner(api, outsider_api, staff_api, operator_
 def test_seeing_a_run_is_not_changing_it(api, owner, django_user_model):
     from tests.fixtures.accounts import grant, token_client
 
-    run = Run.objects.create(owner=owner, name="mine", config={}, model="demo:echo", max_steps=3)
+    run = RunFactory(owner=owner, name="mine")
     viewer = grant(django_user_model.objects.create_user("viewer", is_staff=True), "runs.view_run")
     viewer_api = token_client(viewer)
 
@@ -172,7 +172,7 @@ def test_seeing_a_run_is_not_changing_it(api, owner, django_user_model):
 
 
 def test_operator_cancels_another_users_run(owner, operator_api):
-    run = Run.objects.create(owner=owner, name="mine", config={}, model="demo:echo", max_steps=3)
+    run = RunFactory(owner=owner, name="mine")
 
     response = operator_api.post(f"/api/runs/{run.pk}/cancel/")
 

@@ -25,6 +25,7 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.envs.servers import free_port, is_healthy
+from tests.factories import EnvironmentFactory
 from tests.fixtures.accounts import grant
 from webapp.catalog import bundled
 from webapp.catalog.bundled import bundled_stop
@@ -366,7 +367,7 @@ def test_registration_refusals_name_the_field_and_write_nothing(
 ) -> None:
     snapshot = catalog_snapshot_import(owner=owner, raw=built_catalog["raw"], name="example")
     echo, maze = identifier_of(built_catalog, "echo"), identifier_of(built_catalog, "maze_env")
-    Environment.objects.create(owner=owner, name="taken", base_url="http://127.0.0.1:9")
+    EnvironmentFactory(owner=owner, name="taken", status=Environment.Status.UNKNOWN)
     down = f"http://127.0.0.1:{free_port()}"
     cases = [
         (

@@ -18,6 +18,7 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.envs.servers import free_port
+from tests.factories import EnvironmentFactory
 from tests.fixtures.accounts import grant
 from webapp.catalog import services
 from webapp.catalog.models import Environment
@@ -195,7 +196,7 @@ def test_a_container_without_an_id_is_stopped_and_refused(
 
 @pytest.fixture
 def boxed(owner: User, echo_url: str) -> Environment:
-    return Environment.objects.create(
+    return EnvironmentFactory(
         owner=owner,
         name="boxed",
         base_url=echo_url,

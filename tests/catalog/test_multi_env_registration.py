@@ -19,6 +19,7 @@ from django.urls import reverse
 
 from tests.catalog.test_containers import CONTAINER_ID, FakeDocker, FakeProvider
 from tests.envs.servers import free_port, run_server_command
+from tests.factories import EnvironmentFactory
 from tests.fixtures.accounts import grant
 from webapp.catalog import probe, services
 from webapp.catalog.models import Environment
@@ -119,7 +120,12 @@ def test_shared_and_capacity_apply_to_every_entry(api, ors_url):
 
 
 def test_one_name_taken_refuses_the_whole_set_and_changes_nothing(api, owner, ors_url):
-    Environment.objects.create(owner=owner, name="lab-guessnumber", base_url="http://127.0.0.1:9")
+    EnvironmentFactory(
+        owner=owner,
+        name="lab-guessnumber",
+        base_url="http://127.0.0.1:9",
+        status=Environment.Status.UNKNOWN,
+    )
     before = _catalog()
 
     response = api.post("/api/environments/", {"name": "lab", "base_url": ors_url}, format="json")
@@ -138,7 +144,12 @@ def test_one_name_taken_refuses_the_whole_set_and_changes_nothing(api, owner, or
 def test_another_users_names_do_not_stand_in_the_way(api, outsider, ors_url):
     """Names are unique per owner (security review K5): an outsider's private entry of one of
     the names neither refuses the set nor is mentioned."""
-    Environment.objects.create(owner=outsider, name="lab-guessnumber", base_url="http://127.0.0.1:9")
+    EnvironmentFactory(
+        owner=outsider,
+        name="lab-guessnumber",
+        base_url="http://127.0.0.1:9",
+        status=Environment.Status.UNKNOWN,
+    )
 
     response = api.post("/api/environments/", {"name": "lab", "base_url": ors_url}, format="json")
 
@@ -160,7 +171,9 @@ def test_a_bundled_name_among_the_entries_refuses_the_set(api, ors_url):
 
 
 def test_the_given_name_itself_must_be_free_too(api, owner, ors_url):
-    Environment.objects.create(owner=owner, name="lab", base_url="http://127.0.0.1:9")
+    EnvironmentFactory(
+        owner=owner, name="lab", base_url="http://127.0.0.1:9", status=Environment.Status.UNKNOWN,
+    )
 
     response = api.post("/api/environments/", {"name": "lab", "base_url": ors_url}, format="json")
 
@@ -177,7 +190,12 @@ def test_a_name_taken_by_a_concurrent_request_rolls_the_set_back(api, ors_url, m
     def check_then_lose_the_race(**kwargs: Any) -> dict[str, list[str]]:
         answer = real_check(**kwargs)
         if not Environment.objects.filter(name="lab-guessnumber").exists():
-            Environment.objects.create(owner=kwargs["owner"], name="lab-guessnumber", base_url="http://127.0.0.1:9")
+            EnvironmentFactory(
+                owner=kwargs["owner"],
+                name="lab-guessnumber",
+                base_url="http://127.0.0.1:9",
+                status=Environment.Status.UNKNOWN,
+            )
         return answer
 
     monkeypatch.setattr(services, "_names_taken", check_then_lose_the_race)
@@ -313,7 +331,12 @@ def test_the_form_with_ors_env_registers_one_and_opens_it(owner_client, ors_url)
 
 
 def test_the_form_shows_a_name_clash_next_to_the_name_and_stores_nothing(owner_client, owner, ors_url):
-    Environment.objects.create(owner=owner, name="lab-echo", base_url="http://127.0.0.1:9")
+    EnvironmentFactory(
+        owner=owner,
+        name="lab-echo",
+        base_url="http://127.0.0.1:9",
+        status=Environment.Status.UNKNOWN,
+    )
     before = _catalog()
 
     response = owner_client.post(reverse("environment-list"), _form(name="lab", base_url=ors_url))

@@ -10,6 +10,7 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 
+from tests.factories import EnvironmentFactory
 from tests.support.run_launch import launch_config
 from webapp.catalog.models import Environment
 from webapp.runs.models import Run
@@ -34,8 +35,8 @@ def test_a_name_someone_keeps_private_is_free_to_others_and_never_mentioned(
 ):
     """The review's reproduction: before, the outsider was told "an environment named
     'acme-secret-project' already exists" while the entry itself was a 404 to them."""
-    secret = Environment.objects.create(
-        owner=owner, name="acme-secret-project", base_url="http://127.0.0.1:9"
+    secret = EnvironmentFactory(
+        owner=owner, name="acme-secret-project", status=Environment.Status.UNKNOWN,
     )
 
     response = outsider_api.post(
@@ -57,7 +58,7 @@ def test_a_name_someone_keeps_private_is_free_to_others_and_never_mentioned(
 
 
 def test_a_name_of_ones_own_is_refused_and_nothing_is_written(api, owner, echo_url):
-    Environment.objects.create(owner=owner, name="lab", base_url="http://127.0.0.1:9")
+    EnvironmentFactory(owner=owner, name="lab", status=Environment.Status.UNKNOWN)
 
     response = api.post("/api/environments/", {"name": "lab", "base_url": echo_url}, format="json")
 
@@ -108,22 +109,33 @@ def test_two_users_with_one_name_each_train_on_their_own(
 
 
 def test_the_database_holds_names_unique_per_owner(owner, outsider):
-    Environment.objects.create(owner=owner, name="lab", base_url="http://127.0.0.1:9")
-    Environment.objects.create(owner=outsider, name="lab", base_url="http://127.0.0.1:9")
+    EnvironmentFactory(owner=owner, name="lab", status=Environment.Status.UNKNOWN)
+    EnvironmentFactory(owner=outsider, name="lab", status=Environment.Status.UNKNOWN)
 
     with pytest.raises(IntegrityError), transaction.atomic():
-        Environment.objects.create(owner=owner, name="lab", base_url="http://127.0.0.1:10")
+        EnvironmentFactory(
+            owner=owner,
+            name="lab",
+            base_url="http://127.0.0.1:10",
+            status=Environment.Status.UNKNOWN,
+        )
 
     assert _catalog() == [("lab", "outsider", False), ("lab", "owner", False)]
 
 
 def test_the_run_form_tells_two_entries_of_one_name_apart(owner_client, owner, outsider):
-    mine = Environment.objects.create(owner=owner, name="lab", base_url="http://127.0.0.1:9")
-    theirs = Environment.objects.create(owner=outsider, name="lab", base_url="http://127.0.0.1:9", shared=True)
-    bundled = Environment.objects.create(
-        owner=outsider, name="echo", base_url="http://127.0.0.1:9", shared=True, metadata={"bundled": "echo"}
+    mine = EnvironmentFactory(owner=owner, name="lab", status=Environment.Status.UNKNOWN)
+    theirs = EnvironmentFactory(
+        owner=outsider, name="lab", shared=True, status=Environment.Status.UNKNOWN,
     )
-    Environment.objects.create(owner=outsider, name="lab-private", base_url="http://127.0.0.1:9")
+    bundled = EnvironmentFactory(
+        owner=outsider,
+        name="echo",
+        shared=True,
+        metadata={"bundled": "echo"},
+        status=Environment.Status.UNKNOWN,
+    )
+    EnvironmentFactory(owner=outsider, name="lab-private", status=Environment.Status.UNKNOWN)
 
     content = owner_client.get(reverse("run-new")).content.decode()
 

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
+from tests.factories import RunFactory
 from tests.support.browser import log_in
-from webapp.runs.models import Run
 from webapp.runs.services import run_claim
 from worker.training.telemetry import TelemetrySink
 
@@ -60,9 +60,7 @@ def _push(run_id: int, steps: range, evil: str) -> None:
 
 
 def test_live_page_gains_points_and_transcripts(browser, owner, web):
-    run = Run.objects.create(
-        owner=owner, name="live", config={"model": "demo:echo"}, model="demo:echo", max_steps=20
-    )
+    run = RunFactory(owner=owner, name="live", config={"model": "demo:echo"}, max_steps=20)
     run_claim(run_id=run.pk, lease_owner="browser-test", worker_name="test")
     evil = '<img src=x onerror="window.__xss=1">'
     first = threading.Thread(target=_push, args=(run.pk, range(1, 3), evil))

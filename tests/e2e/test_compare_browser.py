@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import RunFactory
 from tests.support.browser import log_in
 from webapp.runs.models import MetricPoint, Run
 
@@ -12,9 +13,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transa
 
 
 def _run(owner, name: str, lr: float) -> Run:
-    run = Run.objects.create(
-        owner=owner, name=name, config={"grpo": {"learning_rate": lr}}, model="demo:echo", max_steps=3,
-        status="succeeded",
+    run = RunFactory(
+        owner=owner, name=name, config={"grpo": {"learning_rate": lr}}, status="succeeded",
     )
     MetricPoint.objects.bulk_create(
         [MetricPoint(run=run, step=s, key=k, value=s * lr * 1e5, seq=s * 2 + i)
@@ -47,9 +47,13 @@ def test_tick_two_runs_compare_them_and_switch_the_metric(browser, owner, web):
 
 
 def _seed(owner, name: str, lr: float, seed: int, group: str) -> Run:
-    run = Run.objects.create(
-        owner=owner, name=name, config={"grpo": {"learning_rate": lr, "seed": seed}}, model="demo:echo",
-        max_steps=100, status="succeeded", group=group,
+    run = RunFactory(
+        owner=owner,
+        name=name,
+        config={"grpo": {"learning_rate": lr, "seed": seed}},
+        max_steps=100,
+        status="succeeded",
+        group=group,
     )
     MetricPoint.objects.bulk_create(
         [MetricPoint(run=run, step=s, key="reward", value=s * lr * 1e5 + seed, seq=s) for s in (1, 2, 3)]

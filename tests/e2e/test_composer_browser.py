@@ -12,10 +12,11 @@ import re
 import pytest
 
 from tests.e2e.helpers import register_lab_entry
+from tests.factories import RunFactory
 from tests.support.browser import log_in
 from webapp.jobs.models import Job
 from webapp.rewards.models import RewardRecipe
-from webapp.runs.models import Rollout, Run
+from webapp.runs.models import Rollout
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -98,7 +99,9 @@ def test_preview_scores_a_stored_rollout_with_the_draft_and_shows_the_tree_as_te
         {"name": "invalid", "kind": "penalty", "params": {"attribute": "invalid_moves", "scale": 0.1}},
     ]  # fmt: skip
     recipe = api.post("/api/reward-recipes/", {"name": "two terms", "terms": terms}, format="json").json()["id"]
-    run = Run.objects.create(owner=owner, name='<img src=x onerror="window.__xss=1">', config={}, model="demo:echo", max_steps=1, status="succeeded")
+    run = RunFactory(
+        owner=owner, name='<img src=x onerror="window.__xss=1">', max_steps=1, status="succeeded",
+    )
     Rollout.objects.create(
         run=run, seq=3, step=1, env="<b>wordle</b>", rewards={}, reward=1.0,
         episode={"attributes": {"won": 1.0, "num_guesses": 3.0, "invalid_moves": 2.0}, "components": {}},

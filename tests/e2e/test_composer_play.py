@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.helpers import register_lab_entry, wait_for
+from tests.factories import RunFactory
 from webapp.jobs.models import Job
-from webapp.runs.models import Rollout, Run
+from webapp.runs.models import Rollout
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -61,7 +62,7 @@ def test_a_solver_episode_is_played_by_a_worker_and_scored_with_the_tree(api, wo
 
     # The same episode stored as a run's rollout gives the same answer from the stored preview:
     # one tree builder for both.
-    run = Run.objects.create(owner=Job.objects.get(pk=job_id).owner, name="r", config={}, model="demo:echo", max_steps=1)
+    run = RunFactory(owner=Job.objects.get(pk=job_id).owner, name="r", max_steps=1)
     Rollout.objects.create(run=run, seq=0, step=1, env="wordle", rewards={}, reward=1.25,
                            episode={"attributes": result["attributes"], "components": {}})  # fmt: skip
     stored = api.post("/api/reward-recipes/preview/", {"terms": TERMS, "rollout": {"run": run.pk}}, format="json").json()

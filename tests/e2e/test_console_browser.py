@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import EnvironmentFactory
 from tests.support.browser import log_in
-from webapp.catalog.models import Environment
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 
 def test_console_shows_environment_text_as_text(browser, owner, web, echo_url):
-    environment = Environment.objects.create(
-        owner=owner, name="echo", base_url=echo_url, capacity=64, metadata={"name": "echo"},
+    environment = EnvironmentFactory(
+        owner=owner,
+        name="echo",
+        base_url=echo_url,
+        capacity=64,
+        metadata={"name": "echo"},
         status="healthy",
     )
     evil = '<img src=x onerror="window.__xss=1">'

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import RunFactory
 from tests.support.browser import log_in
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
-from webapp.runs.models import Run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -31,9 +31,7 @@ def _episode(evaluation: Evaluation, model_index: int, reward: float) -> None:
 
 
 def test_progress_table_sorting_and_chart(browser, owner, web):
-    run = Run.objects.create(
-        owner=owner, name="trained", config={"model": "demo:echo"}, model="demo:echo", max_steps=4
-    )
+    run = RunFactory(owner=owner, name="trained", config={"model": "demo:echo"}, max_steps=4)
     specs = [
         {
             "spec": {"run": run.pk, "checkpoint": step},

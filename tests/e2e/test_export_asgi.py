@@ -9,15 +9,16 @@ import pyarrow.parquet as pq
 import pytest
 from knox.models import AuthToken
 
-from webapp.runs.models import Rollout, Run
+from tests.factories import RunFactory
+from webapp.runs.models import Rollout
 from webapp.runs.telemetry import export
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 def test_parquet_streams_in_chunks_over_asgi(owner, web):
-    run = Run.objects.create(
-        owner=owner, name="r", config={"rewards": [{"name": "env_reward"}]}, model="demo:echo", max_steps=1
+    run = RunFactory(
+        owner=owner, name="r", config={"rewards": [{"name": "env_reward"}]}, max_steps=1,
     )
     Rollout.objects.bulk_create([
         Rollout(run=run, seq=seq, step=1, env="echo", prompt=[{"role": "user", "content": "hi"}],

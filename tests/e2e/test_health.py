@@ -10,8 +10,9 @@ import pytest
 from django.conf import settings
 
 from tests.e2e.helpers import metric_steps, register_echo, run_config, wait_status
+from tests.factories import RunFactory
 from tests.support.broken_echo import FAILURE
-from webapp.runs.models import MetricPoint, Run, RunEvent, RunNotification
+from webapp.runs.models import MetricPoint, RunEvent, RunNotification
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -105,8 +106,12 @@ def test_nan_loss_stops_the_run_with_a_checkpoint_and_the_reason(
 
     monkeypatch.setattr(CapturingGRPOTrainer, "compute_loss", nan_loss)
     config = parse_run_config(run_config(register_echo(api, echo_url), max_steps=4, save_steps=10))
-    run = Run.objects.create(
-        owner=owner, name="nan", config=config.model_dump(mode="json"), model=config.model, max_steps=4
+    run = RunFactory(
+        owner=owner,
+        name="nan",
+        config=config.model_dump(mode="json"),
+        model=config.model,
+        max_steps=4,
     )
     assert run_claim(run_id=run.pk, lease_owner="lease-nan", worker_name="test").outcome == "claimed"
 

@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import RunFactory
 from tests.support.browser import log_in
 from webapp.accounts.secrets import user_secret_set
 from webapp.jobs.models import Job
-from webapp.runs.models import Run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_the_push_form_says_why_it_was_refused_and_opens_the_job_when_accepted(browser, owner, web):
-    run = Run.objects.create(
-        owner=owner, name="pushed", config={}, model="demo:echo", max_steps=2, step=2, status="succeeded"
-    )
+    run = RunFactory(owner=owner, name="pushed", max_steps=2, step=2, status="succeeded")
     page = browser.new_page()
     log_in(page, web, f"/runs/{run.pk}/")
     page.wait_for_selector("#hub-push-form")

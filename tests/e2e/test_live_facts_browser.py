@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.helpers import register_echo, run_config, wait_for, wait_status
+from tests.factories import RunFactory
 from tests.support.browser import log_in
 from webapp.runs.models import Run, RunEvent
 from webapp.runs.services import run_claim, run_finish
@@ -124,9 +125,7 @@ def _stored_events(run_id: int) -> list[tuple[int, str, str]]:
 def test_facts_events_banner_and_badge_follow_the_run_and_survive_a_dropped_socket(
     browser, owner, web
 ):
-    run = Run.objects.create(
-        owner=owner, name="facts", config={"model": "demo:echo"}, model="demo:echo", max_steps=4
-    )
+    run = RunFactory(owner=owner, name="facts", config={"model": "demo:echo"}, max_steps=4)
     RunEvent.objects.create(run=run, kind="queued", message="Run queued.")
     page = _open(browser, web, run.pk)
     assert (

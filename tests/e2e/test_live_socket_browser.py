@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import EnvironmentFactory
 from tests.support.browser import log_in
-from webapp.catalog.models import Environment
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_dropped_socket_comes_back_and_a_refused_one_stays_closed(browser, owner, web, echo_url):
-    environment = Environment.objects.create(
+    environment = EnvironmentFactory(
         owner=owner,
         name="echo",
         base_url=echo_url,

@@ -12,9 +12,10 @@ import threading
 import pytest
 
 from tests.e2e.helpers import wait_for
+from tests.factories import RunFactory
 from tests.support.browser import log_in
 from webapp.accounts.models import RunChartLayout
-from webapp.runs.models import MetricPoint, Run
+from webapp.runs.models import MetricPoint
 from webapp.runs.services import run_claim
 from webapp.runs.telemetry.metric_keys import WALL_TIME_KEY
 from worker.training.telemetry import TelemetrySink
@@ -89,9 +90,7 @@ def _wait_saved(page) -> None:
 
 
 def test_add_a_chart_from_the_picker_smooth_it_and_keep_the_layout(browser, owner, web):
-    run = Run.objects.create(
-        owner=owner, name="picker", config={"model": "demo:echo"}, model="demo:echo", max_steps=20
-    )
+    run = RunFactory(owner=owner, name="picker", config={"model": "demo:echo"}, max_steps=20)
     run_claim(run_id=run.pk, lease_owner="browser-test", worker_name="test")
     _push_in_thread(run.pk, range(1, 3))
     page = browser.new_page()
@@ -176,13 +175,7 @@ def test_add_a_chart_from_the_picker_smooth_it_and_keep_the_layout(browser, owne
 
 
 def test_picker_learns_live_keys_shows_them_as_text_and_removes_charts(browser, owner, web):
-    run = Run.objects.create(
-        owner=owner,
-        name="live keys",
-        config={"model": "demo:echo"},
-        model="demo:echo",
-        max_steps=20,
-    )
+    run = RunFactory(owner=owner, name="live keys", config={"model": "demo:echo"}, max_steps=20)
     run_claim(run_id=run.pk, lease_owner="browser-test", worker_name="test")
     _push_in_thread(run.pk, range(1, 2))
     page = browser.new_page()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import RunFactory
 from tests.support.browser import log_in
 from webapp.runs.models import Run
 
@@ -21,15 +22,17 @@ def _open(browser, web: str, run: Run):
 
 
 def test_the_warm_up_says_whose_steps_these_are(browser, owner, web):
-    warming = Run.objects.create(owner=owner, name="w", config=CONFIG, model="demo:echo", max_steps=8,
-                                 phase="warmup", status="running", step=3)
+    warming = RunFactory(
+        owner=owner, name="w", config=CONFIG, max_steps=8, phase="warmup", status="running", step=3,
+    )
     page = _open(browser, web, warming)
     assert page.locator("#run-phase-note").is_visible()
     assert "GRPO counts its 8 steps from 0 after it" in page.locator("#run-phase-note").text_content()
     assert not page.locator(".eta-part").is_visible()
     page.close()
-    training = Run.objects.create(owner=owner, name="g", config=CONFIG, model="demo:echo", max_steps=8,
-                                  phase="grpo", status="running", step=3)
+    training = RunFactory(
+        owner=owner, name="g", config=CONFIG, max_steps=8, phase="grpo", status="running", step=3,
+    )
     page = _open(browser, web, training)
     assert not page.locator("#run-phase-note").is_visible()
     assert page.locator(".eta-part").is_visible()

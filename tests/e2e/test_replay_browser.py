@@ -18,7 +18,7 @@ from envs.sudoku.solver import SudokuSolver, parse_board
 from envs.wordle.solver import WordleSolver
 from tests.envs.servers import run_env_servers
 from tests.envs.wire import SERVER_ENV
-from tests.factories import EvaluationFactory
+from tests.factories import EvaluationFactory, RunFactory
 from tests.support.browser import log_in
 from tests.support.replay import run_on_catch
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
@@ -303,9 +303,7 @@ def _push_rollout(run_id: int) -> None:
 
 
 def test_every_transcript_on_the_run_page_links_to_its_replay(browser, owner, web):
-    run = Run.objects.create(
-        owner=owner, name="live", config={"model": "demo:echo"}, model="demo:echo", max_steps=5
-    )
+    run = RunFactory(owner=owner, name="live", config={"model": "demo:echo"}, max_steps=5)
     run_claim(run_id=run.pk, lease_owner="replay-test", worker_name="test")
     Rollout.objects.create(run=run, seq=1, step=0, env="echo", prompt="Echo 'x'.", messages=[])
     Run.objects.filter(pk=run.pk).update(last_seq=1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.helpers import register_echo, run_config, wait_for, wait_status
+from tests.factories import RunFactory
 from tests.support.browser import log_in
 from webapp.jobs.models import Job
 from webapp.runs.models import Rollout, Run
@@ -89,9 +90,9 @@ def test_rescoring_a_trained_run_recomputes_its_advantages_and_leaves_its_rows_u
 @pytest.mark.browser
 def test_the_run_pages_form_starts_a_rescore_and_the_job_page_shows_old_and_new(api, owner, worker, web, browser):
     """A stored run made here (its rows as the trainer writes them) so the pages are the test."""
-    run = Run.objects.create(owner=owner, name="stored <b>run</b>", config={
+    run = RunFactory(owner=owner, name="stored <b>run</b>", config={
         "environments": [{"name": "echo"}], "grpo": {"num_generations": 2},
-    }, model="demo:echo", max_steps=1, status=Run.Status.SUCCEEDED)  # fmt: skip
+    }, max_steps=1, status=Run.Status.SUCCEEDED)  # fmt: skip
     # Group 1: the run rewarded the rollout without a tool call; the recipe rewards the call.
     for seq, (reward, successes, advantage) in enumerate([(1.0, 0.0, 0.7070), (0.0, 1.0, -0.7070)], start=1):
         Rollout.objects.create(

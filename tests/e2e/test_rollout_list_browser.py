@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+from tests.factories import RunFactory
 from tests.support.browser import log_in
 from webapp.runs.models import Rollout, Run, prompt_key
 from webapp.runs.services import run_claim
@@ -87,7 +88,7 @@ def _live(run_id: int, advantage: float) -> int:
 
 @pytest.fixture
 def big_run(owner):
-    run = Run.objects.create(owner=owner, name="big", config={"model": "demo:echo"}, model="demo:echo", max_steps=10)
+    run = RunFactory(owner=owner, name="big", config={"model": "demo:echo"}, max_steps=10)
     run_claim(run_id=run.pk, lease_owner="list-test", worker_name="test")
     return run, _rows(run)
 

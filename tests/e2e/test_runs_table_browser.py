@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import RunFactory
 from tests.support.browser import log_in
 from webapp.runs.models import Run, RunTag
 
@@ -20,8 +21,8 @@ def _rows(page) -> list[int]:
 def test_filter_and_sort_survive_a_reload_and_bulk_tag(browser, owner, web):
     made = {}
     for name, step, tag in (("a-run", 1, "keep"), (XSS, 3, "keep"), ("c-run", 2, "keep"), ("other", 5, "")):
-        made[name] = Run.objects.create(
-            owner=owner, name=name, config={}, model="demo:echo", max_steps=5, step=step, status="succeeded",
+        made[name] = RunFactory(
+            owner=owner, name=name, max_steps=5, step=step, status="succeeded",
         )
         if tag:
             RunTag.objects.create(run=made[name], slug=tag)
@@ -74,7 +75,7 @@ def test_filter_and_sort_survive_a_reload_and_bulk_tag(browser, owner, web):
 
 
 def test_the_run_page_edits_its_labels_in_place(browser, owner, web):
-    run = Run.objects.create(owner=owner, name="before", config={}, model="demo:echo", max_steps=5, status="succeeded")
+    run = RunFactory(owner=owner, name="before", max_steps=5, status="succeeded")
     page = browser.new_page()
     log_in(page, web, f"/runs/{run.pk}/")
     page.wait_for_selector("#run-labels-form", state="attached")

@@ -11,6 +11,7 @@ import pytest
 
 from envs.adapters.tool_metrics import ERROR_CLASSES
 from tests.e2e.helpers import register_echo, run_config
+from tests.factories import RunFactory
 from webapp.runs.config import parse_run_config
 from webapp.runs.models import MetricPoint, Rollout, Run
 from webapp.runs.services import run_claim
@@ -25,8 +26,11 @@ def train_run(owner, config: dict, lease: str) -> Run:
     from worker.training.runner import train
 
     parsed = parse_run_config(config)
-    run = Run.objects.create(
-        owner=owner, name="tools", config=parsed.model_dump(mode="json"), model=parsed.model,
+    run = RunFactory(
+        owner=owner,
+        name="tools",
+        config=parsed.model_dump(mode="json"),
+        model=parsed.model,
         max_steps=parsed.grpo.max_steps,
     )
     assert run_claim(run_id=run.pk, lease_owner=lease, worker_name="test").outcome == "claimed"
@@ -115,8 +119,13 @@ def test_a_scripted_turn_through_trls_tool_loop_is_counted_exactly(api, owner, m
         mcpdemo_config(register_mcpdemo(api, mcpdemo_url)["id"], max_completion_length=512,
                        max_tool_calling_iterations=1)
     )
-    run = Run.objects.create(owner=owner, name="scripted", config=config.model_dump(mode="json"),
-                             model=config.model, max_steps=1)
+    run = RunFactory(
+        owner=owner,
+        name="scripted",
+        config=config.model_dump(mode="json"),
+        model=config.model,
+        max_steps=1,
+    )
     trainer = build_trainer(run, config, None, tmp_path)
     adapter = environment_factory(config, owner)[0]()
     adapter.reset(seed=3)

@@ -10,6 +10,7 @@ import pytest
 from websockets.sync.client import connect
 
 from tests.e2e.helpers import metric_steps, register_echo, run_config, wait_for, wait_status
+from tests.factories import RunFactory
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent, prompt_key
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -97,7 +98,7 @@ def test_register_launch_train_and_stream(api, owner, client, echo_url, worker, 
 
 
 def test_websocket_refuses_strangers(owner, outsider, client, web):
-    run = Run.objects.create(owner=owner, name="private", config={}, model="demo:echo", max_steps=1)
+    run = RunFactory(owner=owner, name="private", max_steps=1)
     url = web.replace("http://", "ws://") + f"/ws/runs/{run.pk}/"
     with connect(url, additional_headers={"Origin": web}, open_timeout=10) as socket:
         with pytest.raises(Exception) as closed:

@@ -24,6 +24,7 @@ from tests.e2e.helpers import (
     wait_status,
 )
 from tests.envs.servers import run_env_server
+from tests.factories import RunFactory
 from webapp.runs.checkpoints import warmup_model_dir
 from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 
@@ -180,8 +181,8 @@ def test_warmups_from_the_solver_and_from_kept_rollouts_teach_tool_calls(
     from envs.catch.solver import CatchSolver
     from worker.demo_model.catch import play_catch
 
-    source = Run.objects.create(
-        owner=owner, name="earlier", config={}, model=BASE_MODEL, max_steps=1, status="succeeded"
+    source = RunFactory(
+        owner=owner, name="earlier", model=BASE_MODEL, max_steps=1, status="succeeded",
     )
     seq = 0
     for seed in range(100, 116):

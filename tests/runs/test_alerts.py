@@ -7,6 +7,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from tests.factories import RunFactory
 from webapp.runs.models import Run, RunEvent
 from webapp.runs.selectors import run_alerts, run_status_display
 from webapp.runs.telemetry.record import telemetry_record
@@ -17,9 +18,7 @@ XSS = "<script>alert(1)</script>"
 
 
 def make_run(owner: User, status: str = Run.Status.RUNNING) -> Run:
-    return Run.objects.create(
-        owner=owner, name="r", config={}, model="demo:echo", max_steps=10, status=status, lease_owner="L"
-    )
+    return RunFactory(owner=owner, name="r", max_steps=10, status=status, lease_owner="L")
 
 
 def alert(kind: str, step: int, message: str, active: bool = True) -> tuple[str, dict]:

@@ -18,9 +18,9 @@ import pytest
 from celery import Celery
 
 from tests.envs.servers import free_port
+from tests.factories import EnvironmentFactory
 from tests.support.processes import Service, start_web, start_worker
 from tests.support.redis_server import start_redis, stop_redis
-from webapp.catalog.models import Environment
 from webapp.runs.models import Run, RunEvent
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -62,8 +62,13 @@ def test_a_launch_while_redis_is_down_is_queued_and_sent_once_redis_is_back(
     settings.MODELS_DIR = tmp_path / "models"  # what the subprocesses get as ENVLAB_MODELS_DIR
     (settings.MODELS_DIR / "echo").mkdir(parents=True)
     (settings.MODELS_DIR / "echo" / "config.json").write_text("{}")
-    env = Environment.objects.create(
-        owner=owner, name="echo", base_url=echo_url, capacity=64, metadata={"name": "echo"}, status="healthy"
+    env = EnvironmentFactory(
+        owner=owner,
+        name="echo",
+        base_url=echo_url,
+        capacity=64,
+        metadata={"name": "echo"},
+        status="healthy",
     )
     redis_port = free_port()
     redis_url = f"redis://127.0.0.1:{redis_port}/0"

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from tests.factories import RunFactory
 from tests.fixtures.accounts import grant, token_client
 from webapp.evaluations.arena.compare import MISSING, config_diff
 from webapp.runs.models import MetricPoint, Run, RunTag
@@ -17,7 +18,7 @@ BASE = {"name": "a", "model": "demo:echo", "grpo": {"learning_rate": 1e-5, "max_
 
 
 def _run(owner, name, config, rewards):
-    run = Run.objects.create(owner=owner, name=name, config=config, model="demo:echo", max_steps=3)
+    run = RunFactory(owner=owner, name=name, config=config)
     MetricPoint.objects.bulk_create(
         [MetricPoint(run=run, step=step, key="reward", value=value, seq=step) for step, value in enumerate(rewards, 1)]
         + [MetricPoint(run=run, step=1, key=f"only/{name}", value=1.0, seq=10)]
@@ -99,11 +100,12 @@ def test_a_config_stored_before_the_trl_fields_and_sft_warmup_compares_equal_to_
     assert "loss_type" not in now["grpo"] and now["sft_warmup"] is None
     # Before: the SFT phase under `warmup`, and no TRL field in `grpo`.
     before = {("warmup" if key == "sft_warmup" else key): value for key, value in now.items()}
-    old = Run.objects.create(owner=owner, name="old", config=before, model="demo:echo", max_steps=3)
-    new = Run.objects.create(owner=owner, name="new", config=now, model="demo:echo", max_steps=3)
+    old = RunFactory(owner=owner, name="old", config=before)
+    new = RunFactory(owner=owner, name="new", config=now)
     assert config_diff([old, new]) == []
-    dapo = Run.objects.create(
-        owner=owner, name="dapo", model="demo:echo", max_steps=3,
+    dapo = RunFactory(
+        owner=owner,
+        name="dapo",
         config=config_to_store(parse_run_config({**config, "grpo": {**BASE["grpo"], "epsilon_high": 0.28}})),
     )
     assert config_diff([old, dapo]) == [{"key": "grpo.epsilon_high", "values": [MISSING, 0.28]}]

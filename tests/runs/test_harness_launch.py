@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.factories import EnvironmentFactory
 from webapp.catalog.models import Environment
 from webapp.runs.config import parse_run_config
 from webapp.runs.services import run_config_check, run_config_warnings
@@ -31,8 +32,11 @@ def _config(environment: Environment, **harness: Any) -> Any:
 
 
 def test_the_harness_settings_are_checked_against_the_servers_catalog(owner) -> None:
-    harbor = Environment.objects.create(
-        owner=owner, name="bench", kind="harbor", base_url="http://127.0.0.1:9", capacity=8,
+    harbor = EnvironmentFactory(
+        owner=owner,
+        name="bench",
+        kind="harbor",
+        capacity=8,
         metadata={"style": "harbor", "harbor": HARBOR},
     )
     errors = run_config_check(config=_config(harbor), user=owner)
@@ -58,9 +62,10 @@ def test_the_harness_settings_are_checked_against_the_servers_catalog(owner) -> 
 
 
 def test_a_harbor_server_only_in_a_harness_run_and_a_harness_run_only_on_one(owner) -> None:
-    harbor = Environment.objects.create(owner=owner, name="bench", kind="harbor", base_url="http://127.0.0.1:9",
-                                        metadata={"harbor": HARBOR})
-    echo = Environment.objects.create(owner=owner, name="echo", base_url="http://127.0.0.1:9")
+    harbor = EnvironmentFactory(
+        owner=owner, name="bench", kind="harbor", metadata={"harbor": HARBOR},
+    )
+    echo = EnvironmentFactory(owner=owner, name="echo")
     plain = parse_run_config({"name": "r", "model": "org/model", "environments": [{"environment": harbor.pk, "prompt": "x"}]})
     assert "trains in a harness run" in run_config_check(config=plain, user=owner)["environments.0.environment"][0]
     errors = run_config_check(config=_config(echo), user=owner)
@@ -68,8 +73,11 @@ def test_a_harbor_server_only_in_a_harness_run_and_a_harness_run_only_on_one(own
 
 
 def test_a_measured_lower_bound_warns_a_harness_run_instead_of_refusing_it(owner) -> None:
-    harbor = Environment.objects.create(
-        owner=owner, name="bench", kind="harbor", base_url="http://127.0.0.1:9", capacity=4,
+    harbor = EnvironmentFactory(
+        owner=owner,
+        name="bench",
+        kind="harbor",
+        capacity=4,
         metadata={"style": "harbor", "harbor": HARBOR, "capacity_source": "probed (at least)",
                   "capacity_stopped_by": "deadline"},
     )

@@ -204,9 +204,7 @@ def _events(run: Run, count: int) -> list[RunEvent]:
 
 def test_events_after_an_id_page_by_page(api: Any, run: Run) -> None:
     events = _events(run, 5)
-    other = Run.objects.create(
-        owner=run.owner, name="other", config={}, model="demo:echo", max_steps=1
-    )
+    other = RunFactory(owner=run.owner, name="other", max_steps=1)
     RunEvent.objects.create(run=other, kind="claimed", message="not this run's")
 
     first = api.get(f"/api/runs/{run.pk}/events/", {"after": events[0].pk, "limit": 3}).json()

@@ -13,6 +13,7 @@ import pytest
 import redis
 from django.conf import settings as django_settings
 
+from tests.factories import RunFactory
 from tests.support.ports import free_port
 from webapp.accounts.models import UserSecret
 from webapp.accounts.secrets import user_secret_set
@@ -30,9 +31,14 @@ NAN = "loss is nan at step 1: the update diverged; the weights after it are not 
 
 def make_run(owner, *, notify: list[str] | None = None, status: str = Run.Status.RUNNING) -> Run:
     config = {"alerts": {"notify": notify}} if notify is not None else {}
-    return Run.objects.create(
-        owner=owner, name="nightly", config=config, model="demo:echo", max_steps=10, status=status,
-        lease_owner="L", attempts=1,
+    return RunFactory(
+        owner=owner,
+        name="nightly",
+        config=config,
+        max_steps=10,
+        status=status,
+        lease_owner="L",
+        attempts=1,
     )
 
 

@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from tests.factories import RunFactory
 from webapp.runs.models import Run, RunEvent
 from webapp.runs.services import run_claim, run_requeue_unclaimed
 
@@ -25,10 +26,7 @@ def _sent(broker) -> list[tuple[str, str]]:
 
 def _run(owner, *, status=Run.Status.QUEUED, sent_ago: float | None, sends: int = 1) -> Run:
     sent_at = None if sent_ago is None else timezone.now() - timedelta(seconds=sent_ago)
-    return Run.objects.create(
-        owner=owner, name="r", config={}, model="demo:echo", max_steps=3, status=status,
-        sent_at=sent_at, sends=sends,
-    )
+    return RunFactory(owner=owner, name="r", status=status, sent_at=sent_at, sends=sends)
 
 
 def test_a_queued_run_nobody_claimed_is_sent_again_once(owner, broker, settings):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.factories import RunFactory
 from webapp.runs.models import Run, RunEvent
 from webapp.runs.services import RunStateError, run_claim, run_finish, run_resume
 
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _failed(owner, failure: str, *, checkpoint_step: int | None = 6) -> Run:
-    run = Run.objects.create(owner=owner, name="r", config={}, model="demo:echo", max_steps=12)
+    run = RunFactory(owner=owner, name="r", max_steps=12)
     run_claim(run_id=run.pk, lease_owner="lease-a", worker_name="w")
     Run.objects.filter(pk=run.pk).update(checkpoint_step=checkpoint_step, step=7)
     assert run_finish(run_id=run.pk, lease_owner="lease-a", status="failed", error="boom", step=7, failure=failure)
@@ -69,7 +70,7 @@ def test_a_config_model_alert_or_unclassified_failure_does_not_resume(owner, fai
 def test_a_failure_given_no_class_is_stored_unclassified_and_other_ends_store_none(owner):
     run = _failed(owner, "")
     assert run.failure == "error"
-    other = Run.objects.create(owner=owner, name="r", config={}, model="demo:echo", max_steps=3)
+    other = RunFactory(owner=owner, name="r")
     run_claim(run_id=other.pk, lease_owner="lease-b", worker_name="w")
     run_finish(run_id=other.pk, lease_owner="lease-b", status="interrupted", error="away", failure="infrastructure")
     other.refresh_from_db()
@@ -77,7 +78,7 @@ def test_a_failure_given_no_class_is_stored_unclassified_and_other_ends_store_no
 
 
 def test_an_unknown_failure_class_is_refused_and_nothing_is_written(owner):
-    run = Run.objects.create(owner=owner, name="r", config={}, model="demo:echo", max_steps=3)
+    run = RunFactory(owner=owner, name="r")
     run_claim(run_id=run.pk, lease_owner="lease-a", worker_name="w")
     with pytest.raises(ValueError, match="unknown failure class 'gremlins'"):
         run_finish(run_id=run.pk, lease_owner="lease-a", status="failed", error="x", failure="gremlins")

@@ -11,6 +11,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from tests.factories import RunFactory
 from webapp.accounts.models import RunChartLayout
 from webapp.runs.models import MetricPoint, Run
 from webapp.runs.telemetry.layout import (
@@ -217,7 +218,7 @@ def test_from_a_session_the_put_needs_the_csrf_token(owner) -> None:
 
 @pytest.fixture
 def logged_run(owner) -> Run:
-    run = Run.objects.create(owner=owner, name="r", config={}, model="demo:echo", max_steps=10)
+    run = RunFactory(owner=owner, name="r", max_steps=10)
     rows = []
     for step in (1, 2, 3):
         for key, value in (

@@ -3,6 +3,7 @@ worker's own write path (telemetry_record), for the prompt timeline's tests."""
 
 from __future__ import annotations
 
+from tests.factories import RunFactory
 from webapp.runs.models import Rollout, Run, prompt_key
 from webapp.runs.telemetry.record import telemetry_record
 
@@ -39,10 +40,7 @@ def record_two_prompts(run: Run) -> None:
 
 
 def running_run(owner, name: str = "prompts") -> Run:
-    return Run.objects.create(
-        owner=owner, name=name, config={}, model="demo:echo", max_steps=3,
-        status=Run.Status.RUNNING, lease_owner="lease",
-    )
+    return RunFactory(owner=owner, name=name, status=Run.Status.RUNNING, lease_owner="lease")
 
 
 def prompted_run(owner, name: str = "prompts") -> Run:
@@ -54,7 +52,7 @@ def prompted_run(owner, name: str = "prompts") -> Run:
 
 def legacy_run(owner) -> Run:
     """A run stored before prompt tracking: its rollouts have the prompt key ""."""
-    run = Run.objects.create(owner=owner, name="old", config={}, model="demo:echo", max_steps=2)
+    run = RunFactory(owner=owner, name="old", max_steps=2)
     for seq in (1, 2, 3):
         Rollout.objects.create(run=run, seq=seq, step=seq, env="echo", prompt=PROMPT_A, reward=1.0)
     return run

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webapp.catalog.models import Environment
+from tests.factories import EnvironmentFactory, RunFactory
 from webapp.runs.models import Run
 
 
@@ -28,16 +28,12 @@ def replay_scripts(game: str, page: str) -> list[str]:
 def run_on_catch(owner: Any, environment_name: str, max_steps: int) -> Run:
     """A run of ``owner``'s on a bundled catch environment named ``environment_name`` (at an
     address nothing answers: the replay needs only its adapter); no rollouts yet."""
-    environment = Environment.objects.create(
-        name=environment_name,
-        base_url="http://127.0.0.1:9",
-        owner=owner,
-        metadata={"style": "bundled", "adapter": "catch"},
+    environment = EnvironmentFactory(
+        name=environment_name, owner=owner, metadata={"style": "bundled", "adapter": "catch"},
     )
-    return Run.objects.create(
+    return RunFactory(
         owner=owner,
         name="catcher",
-        model="demo:echo",
         max_steps=max_steps,
         config={"environments": [{"environment": environment.pk, "name": "catch"}]},
     )

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.factories import RunFactory
 from webapp.runs.models import Run
 
 
 def trained_echo_run(owner: Any, env_id: int, checkpoint_step: int | None) -> Run:
     """A succeeded 4-step run of ``owner``'s on echo environment ``env_id``, its last checkpoint
     at ``checkpoint_step``; its checkpoint folders are the caller's to make."""
-    return Run.objects.create(
+    return RunFactory(
         owner=owner,
         name="trained",
-        model="demo:echo",
         max_steps=4,
         status="succeeded",
         checkpoint_step=checkpoint_step,

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 
+from tests.factories import RunFactory
 from webapp.catalog.models import Environment
 from webapp.runs.models import Run
 
@@ -81,12 +82,4 @@ def make_run(
     user: User, *, status: str = Run.Status.QUEUED, name: str = "my-run", **fields: Any
 ) -> Run:
     config = {"name": name, "model": "demo:echo", "note": XSS}
-    return Run.objects.create(
-        owner=user,
-        name=name,
-        config=config,
-        model="demo:echo",
-        max_steps=30,
-        status=status,
-        **fields,
-    )
+    return RunFactory(owner=user, name=name, config=config, max_steps=30, status=status, **fields)

@@ -24,6 +24,7 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.envs.servers import is_healthy
+from tests.factories import EnvironmentFactory
 from tests.fixtures.accounts import grant
 from webapp.catalog import bundled
 from webapp.catalog.bundled import (
@@ -230,7 +231,13 @@ def test_a_user_who_took_the_name_first_does_not_own_the_shared_entry() -> None:
     operator = User.objects.create_user("operator", password="pw-operator-1")
     outsider = User.objects.create_user("outsider", password="pw-outsider-1")
     server = bundled_start(key="echo", capacity=2)
-    own = Environment.objects.create(owner=squatter, name="echo", base_url=server.url, shared=True)
+    own = EnvironmentFactory(
+        owner=squatter,
+        name="echo",
+        base_url=server.url,
+        shared=True,
+        status=Environment.Status.UNKNOWN,
+    )
 
     (bundled_entry,) = bundled_register(key="echo", owner=operator)
 
@@ -248,7 +255,12 @@ def test_a_user_who_took_the_name_first_does_not_own_the_shared_entry() -> None:
 def test_an_operator_with_an_own_entry_of_the_name_gets_the_bundled_one_apart() -> None:
     operator = User.objects.create_user("operator", password="pw-operator-1")
     server = bundled_start(key="echo", capacity=2)
-    own = Environment.objects.create(owner=operator, name="echo", base_url="http://127.0.0.1:9")
+    own = EnvironmentFactory(
+        owner=operator,
+        name="echo",
+        base_url="http://127.0.0.1:9",
+        status=Environment.Status.UNKNOWN,
+    )
 
     (bundled_entry,) = bundled_register(key="echo", owner=operator)
 

@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from tests.factories import RunFactory
 from tests.webapp.pages import field_block, run_form_data
 from webapp.catalog.models import Environment
 from webapp.runs.forms import RunForm, model_spec
@@ -20,8 +21,8 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_models")]
 @pytest.fixture
 def trained(owner, settings, tmp_path) -> Run:
     settings.RUNS_DIR = tmp_path / "runs"
-    run = Run.objects.create(
-        owner=owner, name="trained", config={}, model="demo:echo", max_steps=4, status="succeeded", checkpoint_step=4
+    run = RunFactory(
+        owner=owner, name="trained", max_steps=4, status="succeeded", checkpoint_step=4,
     )
     for step in (2, 4):
         folder = settings.RUNS_DIR / str(run.pk) / f"checkpoint-{step}"
@@ -40,7 +41,7 @@ def test_the_run_page_lists_checkpoints_with_a_link_to_start_from_each(owner_cli
 
 
 def test_a_run_without_checkpoints_says_so(owner_client: Client, owner) -> None:
-    run = Run.objects.create(owner=owner, name="new", config={}, model="demo:echo", max_steps=4)
+    run = RunFactory(owner=owner, name="new", max_steps=4)
     page = owner_client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert "No checkpoint yet" in page
 

@@ -27,6 +27,7 @@ from django.urls import include, path
 from django.utils import timezone
 
 from tests.envs.servers import free_port, run_env_server
+from tests.factories import EnvironmentFactory
 from tests.support.websocket import WebsocketCommunicator, signed_in_headers
 from tests.webapp.pages import REFUSAL
 from webapp.catalog.consumers import EnvironmentConsoleConsumer
@@ -170,8 +171,8 @@ def test_the_owner_and_an_operator_get_the_tools(request, echo_env, persona):
 
 @pytest.fixture
 def shared_env(echo_url, owner) -> Environment:
-    return Environment.objects.create(
-        owner=owner, name="shared-echo", base_url=echo_url, metadata={"name": "echo"}, shared=True
+    return EnvironmentFactory(
+        owner=owner, name="shared-echo", base_url=echo_url, metadata={"name": "echo"}, shared=True,
     )
 
 
@@ -454,11 +455,10 @@ def test_refused_messages_leave_the_episode_untouched(echo_env, owner):
 
 @db
 def test_unreachable_server_is_an_error_message(owner):
-    dead = Environment.objects.create(
+    dead = EnvironmentFactory(
         owner=owner,
         name="dead",
         base_url=f"http://127.0.0.1:{free_port()}",
-        # Registered as the bundled echo (the stored decision); its server has gone since.
         metadata={"name": "echo", "style": "bundled", "adapter": "echo"},
         status="healthy",
     )

@@ -14,6 +14,7 @@ import pytest
 from django.test import Client
 from django.urls import include, path
 
+from tests.factories import EnvironmentFactory
 from tests.webapp.pages import REFUSAL
 from webapp.catalog.models import Environment
 
@@ -31,11 +32,8 @@ db = pytest.mark.django_db(transaction=True)
 @db
 @pytest.mark.urls(__name__)
 def test_console_page(client, owner):
-    environment = Environment.objects.create(
-        owner=owner,
-        name="<script>alert(1)</script>",
-        base_url="http://127.0.0.1:9",
-        metadata={"name": "echo"},
+    environment = EnvironmentFactory(
+        owner=owner, name="<script>alert(1)</script>", metadata={"name": "echo"},
     )
     url = f"/environments/{environment.pk}/console/"
 
@@ -64,10 +62,8 @@ def test_console_page(client, owner):
 @db
 @pytest.mark.urls(__name__)
 def test_console_page_is_the_owners_and_the_operators(owner, outsider, staff, operator):
-    private = Environment.objects.create(owner=owner, name="private", base_url="http://127.0.0.1:9")
-    shared = Environment.objects.create(
-        owner=owner, name="shared", base_url="http://127.0.0.1:9", shared=True
-    )
+    private = EnvironmentFactory(owner=owner, name="private")
+    shared = EnvironmentFactory(owner=owner, name="shared", shared=True)
 
     def status(user: Any, environment: Environment) -> tuple[int, str]:
         client = Client()

@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tests.envs.servers import free_port
+from tests.factories import EnvironmentFactory
 from tests.fixtures.accounts import signed_in
 from tests.webapp.pages import REFUSAL as OWNED_REFUSAL
 from tests.webapp.pages import XSS, field_block
@@ -156,11 +157,10 @@ def test_environment_detail_shows_metadata_tools_parameters_and_last_error(
 def test_environment_detail_shows_ors_splits_and_the_capacity_source(
     owner_client: Client, owner: User
 ) -> None:
-    environment = Environment.objects.create(
+    environment = EnvironmentFactory(
         owner=owner,
         name="ors-echo",
         kind=Environment.Kind.ORS,
-        base_url="http://127.0.0.1:9",
         status=Environment.Status.UNHEALTHY,
         last_error="cannot connect",
         capacity=8,
@@ -194,8 +194,8 @@ def test_environment_detail_shows_ors_splits_and_the_capacity_source(
 def test_measure_capacity_of_an_ors_environment_is_refused_with_a_message(
     owner_client: Client, owner: User
 ) -> None:
-    environment = Environment.objects.create(
-        owner=owner, name="ors-echo", kind=Environment.Kind.ORS, base_url="http://127.0.0.1:9"
+    environment = EnvironmentFactory(
+        owner=owner, name="ors-echo", kind=Environment.Kind.ORS, status=Environment.Status.UNKNOWN,
     )
 
     response = owner_client.post(
@@ -235,8 +235,8 @@ REFUSAL = html.escape(OWNED_REFUSAL.format(name="shared"))
 
 @pytest.fixture
 def shared_env(owner: User) -> Environment:
-    return Environment.objects.create(
-        owner=owner, name="shared", base_url="http://127.0.0.1:9", shared=True, capacity=4
+    return EnvironmentFactory(
+        owner=owner, name="shared", shared=True, capacity=4, status=Environment.Status.UNKNOWN,
     )
 
 

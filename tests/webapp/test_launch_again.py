@@ -12,6 +12,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
+from tests.factories import RunFactory
 from tests.fixtures.accounts import grant, signed_in
 from webapp.catalog.models import Environment
 from webapp.runs.models import Run
@@ -33,7 +34,7 @@ def _launched(owner: User, echo_env: Environment, name: str = "catch-lr") -> Run
         "environments": [{"environment": echo_env.pk, "prompt": "Echo 'a'."}],
         "grpo": {"learning_rate": 3e-5, "max_steps": 2},
     }
-    return Run.objects.create(owner=owner, name=name, config=config, model="demo:echo", max_steps=2)
+    return RunFactory(owner=owner, name=name, config=config, max_steps=2)
 
 
 def test_launch_again_prefills_the_json_with_the_runs_config_and_a_fresh_name(

@@ -9,7 +9,7 @@ import re
 import pytest
 from django.test import Client
 
-from tests.factories import EvaluationFactory
+from tests.factories import EvaluationFactory, RunFactory
 from tests.fixtures.accounts import grant
 from tests.support.replay import replay_scripts, run_on_catch
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
@@ -111,7 +111,7 @@ def test_outsiders_get_404_and_viewers_with_the_permission_see_it(
 
 
 def test_an_environment_without_a_renderer_replays_as_the_transcript(owner):
-    run = Run.objects.create(owner=owner, name="echo", model="demo:echo", max_steps=1, config={})
+    run = RunFactory(owner=owner, name="echo", max_steps=1)
     Rollout.objects.create(run=run, seq=1, step=0, env="echo", prompt="Echo 'x'.", messages=[])
 
     data = _embedded(_client(owner).get(f"/replay/runs/{run.pk}/1/"))

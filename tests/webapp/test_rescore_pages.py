@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import RunFactory
 from tests.fixtures.accounts import grant
 from webapp.jobs.models import Job
-from webapp.runs.models import Run
 
 pytestmark = pytest.mark.django_db
 
 
 def _run(owner, status):
-    return Run.objects.create(owner=owner, name="r", config={"name": "r"}, model="demo:echo", max_steps=1, status=status)
+    return RunFactory(owner=owner, name="r", config={"name": "r"}, max_steps=1, status=status)
 
 
 @pytest.mark.parametrize(

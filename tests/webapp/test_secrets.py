@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.envs.servers import run_env_server
+from tests.factories import EnvironmentFactory
 from webapp.accounts.models import UserSecret
 from webapp.accounts.secrets import user_secret_set, user_secret_value
 from webapp.catalog.credentials import ors_credentials
@@ -81,8 +82,11 @@ def test_a_stored_row_naming_a_variable_for_a_typed_url_sends_no_key(owner, reco
     url, record = recorder
     monkeypatch.setenv("OPENREWARD_API_KEY", CANARY)
     user_secret_set(user=owner, name="openreward_api_key", value="own-key-of-owner-1234")
-    environment = Environment.objects.create(
-        owner=owner, name="legacy", kind="ors", base_url=url,
+    environment = EnvironmentFactory(
+        owner=owner,
+        name="legacy",
+        kind="ors",
+        base_url=url,
         metadata={"ors_env": "echo", "api_key_env": "OPENREWARD_API_KEY", "ors_catalog": "Org/Env"},
     )
     adapter = bind_adapter(environment=environment, env_name="legacy", credentials=ors_credentials(environment, owner))
@@ -97,8 +101,11 @@ def test_the_catalog_host_gets_the_owners_own_key_and_nobody_elses(owner, outsid
     url, record = recorder
     settings.ENVLAB_OPENREWARD_API_URL = url  # the recorder stands in for the Open Reward host
     user_secret_set(user=owner, name="openreward_api_key", value="own-key-of-owner-1234")
-    environment = Environment.objects.create(
-        owner=owner, name="catalog", kind="ors", base_url=url,
+    environment = EnvironmentFactory(
+        owner=owner,
+        name="catalog",
+        kind="ors",
+        base_url=url,
         metadata={"ors_env": "echo", "ors_catalog": "Org/Env"},
     )
     bind_adapter(environment=environment, env_name="catalog", credentials=ors_credentials(environment, owner))

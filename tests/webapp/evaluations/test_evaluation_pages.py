@@ -10,8 +10,8 @@ import pytest
 from django.test import Client
 
 from tests.e2e.helpers import register_echo
+from tests.factories import RunFactory
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
-from webapp.runs.models import Run
 
 pytestmark = pytest.mark.django_db
 
@@ -107,10 +107,9 @@ def test_evaluate_checkpoints_from_the_run_page(
 ):
     settings.RUNS_DIR = tmp_path / "runs"
     env_id = register_echo(api, echo_url)
-    run = Run.objects.create(
+    run = RunFactory(
         owner=owner,
         name="trained",
-        model="demo:echo",
         max_steps=2,
         status="succeeded",
         checkpoint_step=2,

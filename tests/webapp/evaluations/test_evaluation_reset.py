@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import RunFactory
 from webapp.evaluations.models import Evaluation
-from webapp.runs.models import Run
 from worker.play.evaluation import evaluation_rows
 
 pytestmark = pytest.mark.django_db
@@ -57,8 +57,11 @@ def test_bad_reset_arguments_are_refused_and_write_nothing(api, echo_id, reset, 
 
 def test_checkpoint_evaluations_play_the_grid_the_run_trained_on(api, owner, echo_id, settings, tmp_path):
     settings.RUNS_DIR = tmp_path / "runs"
-    run = Run.objects.create(
-        owner=owner, name="catch-like", model="demo:echo", max_steps=2, status="succeeded",
+    run = RunFactory(
+        owner=owner,
+        name="catch-like",
+        max_steps=2,
+        status="succeeded",
         checkpoint_step=2,
         config={
             "name": "catch-like", "model": "demo:echo",

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from tests.factories import EnvironmentFactory
 from tests.fixtures.accounts import grant
 from tests.support.trained_runs import trained_echo_run
-from webapp.catalog.models import Environment
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.runs.models import Run
 
@@ -97,7 +97,7 @@ def test_another_users_private_environment_is_unknown(outsider_api, echo_id):
 
 def test_solver_only_where_one_exists(api, owner, echo_url):
     # An OpenEnv server registered by hand, not recognised as a bundled one: no solver, no default prompt.
-    other = Environment.objects.create(
+    other = EnvironmentFactory(
         owner=owner,
         name="other",
         base_url=echo_url,

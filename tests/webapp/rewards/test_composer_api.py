@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import EnvironmentFactory, RolloutFactory, RunFactory
 from webapp.catalog.models import Environment
 from webapp.rewards.models import RewardRecipe
 from webapp.rewards.scoring import Episode, episode_from_stored
@@ -32,14 +33,12 @@ LOST_GAME = {
 
 
 def _run(owner, name="stored") -> Run:
-    return Run.objects.create(
-        owner=owner, name=name, config={}, model="demo:echo", max_steps=2, status="succeeded"
-    )
+    return RunFactory(owner=owner, name=name, max_steps=2, status="succeeded")
 
 
 def _rollout(run: Run, seq: int, episode: dict, *, env="wordle", unscored=False) -> Rollout:
-    return Rollout.objects.create(
-        run=run, seq=seq, step=1, env=env, episode=episode, unscored=unscored,
+    return RolloutFactory(
+        run=run, seq=seq, env=env, episode=episode, unscored=unscored,
         rewards={"win": 1.25}, reward=1.25,
     )  # fmt: skip
 
@@ -48,12 +47,14 @@ def _rollout(run: Run, seq: int, episode: dict, *, env="wordle", unscored=False)
 
 
 def test_kinds_come_from_the_registry_with_typed_fields_and_attributes_per_environment(api, owner, outsider):
-    Environment.objects.create(
-        name="my-wordle", base_url="http://127.0.0.1:1", owner=owner,
+    EnvironmentFactory(
+        name="my-wordle",
+        base_url="http://127.0.0.1:1",
+        owner=owner,
         metadata={"style": "bundled", "adapter": "wordle"},
     )  # fmt: skip
-    Environment.objects.create(name="generated", base_url="http://127.0.0.1:2", owner=owner, metadata={})
-    Environment.objects.create(name="theirs", base_url="http://127.0.0.1:3", owner=outsider, metadata={})
+    EnvironmentFactory(name="generated", base_url="http://127.0.0.1:2", owner=owner, metadata={})
+    EnvironmentFactory(name="theirs", base_url="http://127.0.0.1:3", owner=outsider, metadata={})
 
     response = api.get("/api/reward-recipes/kinds/")
 

@@ -14,6 +14,7 @@ import json
 import pytest
 
 from tests.e2e.helpers import register_echo
+from tests.factories import EnvironmentFactory
 from webapp.catalog.models import Environment
 from webapp.core.textcheck import MESSAGE
 from webapp.evaluations.config import DEFAULT_PROMPTS
@@ -69,8 +70,13 @@ def test_the_fresh_preview_takes_a_run_local_name_a_prompt_and_the_random_policy
 
 def _other(owner, echo_url) -> Environment:
     # An OpenEnv server registered by hand, not recognised as a bundled one: it has no solver.
-    return Environment.objects.create(
-        owner=owner, name="other", base_url=echo_url, metadata={"name": "other"}, status="healthy", tools=[],
+    return EnvironmentFactory(
+        owner=owner,
+        name="other",
+        base_url=echo_url,
+        metadata={"name": "other"},
+        status="healthy",
+        tools=[],
     )  # fmt: skip
 
 

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.e2e.helpers import register_echo
+from tests.factories import JobFactory
 from tests.support.recipes import WORDLE_GUIDE
 from webapp.jobs.models import Job
 from webapp.workbench.dry_run import dry_run_report, histogram
@@ -95,6 +96,6 @@ def test_others_recipes_and_jobs_are_not_found(api, outsider_api, recipe, echo_u
     env_id = register_echo(api, echo_url)
     refused = outsider_api.post(f"/api/reward-recipes/{recipe}/dry-run/", {"environment": env_id}, format="json")
     assert refused.status_code == 404
-    job = Job.objects.create(owner=owner, kind="dry_run", params={}, progress_total=1)
+    job = JobFactory(owner=owner)
     assert outsider_api.get(f"/api/jobs/{job.pk}/").status_code == 404
     assert Job.objects.count() == 1

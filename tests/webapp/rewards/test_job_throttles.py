@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import RunFactory
 from webapp.jobs.models import Job
-from webapp.runs.models import Run
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +26,7 @@ def launch_once_a_minute(settings):
 def test_job_requests_are_throttled_as_launches(api, owner, launch_once_a_minute, path) -> None:
     created = api.post("/api/reward-recipes/", {"name": "r", "terms": [{"name": "e", "kind": "env_reward"}]}, format="json")
     recipe = created.json()["id"]
-    run = Run.objects.create(owner=owner, name="done", config={}, model="demo:echo", max_steps=1, status="succeeded")
+    run = RunFactory(owner=owner, name="done", max_steps=1, status="succeeded")
     url = f"/api/runs/{run.pk}/rescore/" if path == "rescore" else f"/api/reward-recipes/{recipe}/{path}/"
     first = api.post(url, {"environment": 999999, "recipe": 999999}, format="json")
     assert first.status_code == 400  # refused on its merits, and counted

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from webapp.catalog.models import Environment
+from tests.factories import EnvironmentFactory
 from webapp.rewards.models import RewardRecipe, RewardRecipeVersion
 from webapp.runs.models import Run
 
@@ -165,7 +165,7 @@ def test_recipes_are_their_owners_alone(api, outsider_api, staff_api, client):
 @pytest.fixture
 def wordle_env(echo_url, owner):
     # The echo server stands in for the health probe; the run is never trained here.
-    return Environment.objects.create(
+    return EnvironmentFactory(
         owner=owner,
         name="wordle",
         base_url=echo_url,

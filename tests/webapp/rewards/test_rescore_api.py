@@ -8,8 +8,9 @@ import json
 
 import pytest
 
+from tests.factories import RolloutFactory, RunFactory
 from webapp.jobs.models import Job
-from webapp.runs.models import Rollout, Run
+from webapp.runs.models import Run
 
 pytestmark = pytest.mark.django_db
 
@@ -30,11 +31,11 @@ def recipe(api) -> int:
 
 @pytest.fixture
 def finished(owner) -> Run:
-    run = Run.objects.create(
-        owner=owner, name="stored", config=CONFIG, model="demo:echo", max_steps=2, status=Run.Status.SUCCEEDED
+    run = RunFactory(
+        owner=owner, name="stored", config=CONFIG, max_steps=2, status=Run.Status.SUCCEEDED,
     )
-    for seq in range(1, 4):
-        Rollout.objects.create(run=run, seq=seq, step=1, env="echo", rewards={"env_reward": 1.0}, reward=1.0)
+    for _ in range(3):
+        RolloutFactory(run=run, env="echo", rewards={"env_reward": 1.0}, reward=1.0)
     return run
 
 

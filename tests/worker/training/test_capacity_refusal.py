@@ -18,6 +18,7 @@ from django.urls import reverse
 from envs.adapters import bind_adapter
 from envs.adapters.base import EnvironmentAtCapacity
 from tests.envs.servers import run_env_server
+from tests.factories import EnvironmentFactory
 from webapp.catalog.models import Environment
 from webapp.runs.config import RunConfig
 from webapp.runs.models import Run
@@ -120,8 +121,8 @@ def test_a_refusal_is_learned_and_the_next_launch_is_refused_at_launch(api, owne
 
 
 def test_a_refusal_that_states_no_limit_changes_no_row(owner):
-    environment = Environment.objects.create(
-        owner=owner, name="quiet", base_url="http://127.0.0.1:9", capacity=8, metadata={"capacity_source": "declared"}
+    environment = EnvironmentFactory(
+        owner=owner, name="quiet", capacity=8, metadata={"capacity_source": "declared"},
     )
     config = RunConfig.model_validate(_config(environment.pk))
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from envs.adapters import toolstats
+from tests.factories import RunFactory
 from tests.support import processes
 from webapp.runs.config import RunConfigError, parse_run_config
 from webapp.runs.models import Run, RunEvent
@@ -220,7 +221,7 @@ def test_a_collective_with_a_dead_process_is_told_apart_from_an_ordinary_error()
 def claimed_run(owner, settings, tmp_path):
     settings.ENVLAB_HEARTBEAT_SECONDS = 0.2
     config = {**BASE, "processes": 2}
-    run = Run.objects.create(owner=owner, name="r", config=config, model="demo:echo", max_steps=10)
+    run = RunFactory(owner=owner, name="r", config=config, max_steps=10)
     run_claim(run_id=run.pk, lease_owner="lease-a", worker_name="w")
     return Run.objects.get(pk=run.pk)
 

@@ -8,8 +8,9 @@ from envs.adapters import adapter_class
 from envs.adapters.base import EnvironmentAtCapacity, EpisodeLost
 from envs.adapters.router import ToolConflict, router_class
 from tests.envs.servers import free_port, run_env_server
+from tests.factories import RunFactory
 from webapp.runs.config import RewardTerm, parse_run_config
-from webapp.runs.models import Rollout, Run, RunEvent
+from webapp.runs.models import Rollout, RunEvent
 from webapp.runs.services import run_claim
 from webapp.runs.telemetry.record import telemetry_record
 from worker.datasets import episode_rows
@@ -152,7 +153,7 @@ def test_restarted_server_loses_the_episode_and_the_rollout_is_unscored(owner):
         term = compile_term(RewardTerm(name="env_reward", kind="env_reward"))
         assert term(environments=[adapter]) == [None]
 
-    run = Run.objects.create(owner=owner, name="r", config={}, model="demo:echo", max_steps=1)
+    run = RunFactory(owner=owner, name="r", max_steps=1)
     run_claim(run_id=run.pk, lease_owner="lease-a", worker_name="w")
     telemetry_record(
         run_id=run.pk,

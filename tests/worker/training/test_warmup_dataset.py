@@ -11,8 +11,9 @@ import pytest
 
 from envs.solvers import solver_class
 from tests.envs.servers import run_env_server
+from tests.factories import EnvironmentFactory, RolloutFactory, RunFactory
 from webapp.runs.config import RunConfigError, parse_run_config
-from webapp.runs.models import Rollout, Run
+from webapp.runs.models import Run
 from webapp.runs.services import run_config_check, run_launch
 
 SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
@@ -123,14 +124,13 @@ def catch_config(env_id: int, **warmup: Any) -> dict[str, Any]:
 def test_launch_checks_the_warmup_source(
     owner: Any, outsider: Any, catch_env: int, catch_url: str
 ) -> None:
-    from webapp.catalog.models import Environment
 
     assert solver_class("catch") is not None
     solver_ok = parse_run_config(catch_config(catch_env))
     assert checked(solver_ok, owner) == {}
     # The same server registered without the bundled marker: no solver for it.
-    plain = Environment.objects.create(
-        name="plain", base_url=catch_url, owner=owner, capacity=8, metadata={}
+    plain = EnvironmentFactory(
+        name="plain", base_url=catch_url, owner=owner, capacity=8, metadata={},
     )
     no_solver = parse_run_config(catch_config(plain.pk))
     assert checked(no_solver, owner) == {
@@ -139,9 +139,9 @@ def test_launch_checks_the_warmup_source(
             'use sft_warmup source "run" with an earlier run\'s rollouts'
         ]
     }
-    source = Run.objects.create(owner=owner, name="src", config={}, model="demo:echo", max_steps=1)
-    Rollout.objects.create(run=source, seq=1, step=1, reward=0.5)
-    Rollout.objects.create(run=source, seq=2, step=1, reward=1.0, unscored=True)
+    source = RunFactory(owner=owner, name="src", max_steps=1)
+    RolloutFactory(run=source, reward=0.5)
+    RolloutFactory(run=source, reward=1.0, unscored=True)
     from_run = parse_run_config(catch_config(catch_env, source="run", run=source.pk))
     assert checked(from_run, owner) == {
         "sft_warmup.run": [
@@ -198,7 +198,7 @@ def test_stored_rollouts_kept_by_reward(owner: Any, outsider: Any) -> None:
     from webapp.runs.config import WarmupSettings
     from worker.training.warmup import run_examples
 
-    source = Run.objects.create(owner=owner, name="src", config={}, model="demo:echo", max_steps=1)
+    source = RunFactory(owner=owner, name="src", max_steps=1)
     prompt = [{"role": "user", "content": "Catch.\ngrid"}]
     call = {"type": "function", "function": {"name": "stay", "arguments": {}}}
     good = [
@@ -206,14 +206,12 @@ def test_stored_rollouts_kept_by_reward(owner: Any, outsider: Any) -> None:
         {"role": "tool", "name": "stay", "content": "ok"},
         {"role": "assistant", "content": "Done."},
     ]
-    Rollout.objects.create(run=source, seq=1, step=1, prompt=prompt, messages=good, reward=1.0)
-    Rollout.objects.create(run=source, seq=2, step=1, prompt=prompt, messages=good, reward=0.25)
-    Rollout.objects.create(
+    RolloutFactory(run=source, seq=1, prompt=prompt, messages=good, reward=1.0)
+    RolloutFactory(run=source, seq=2, prompt=prompt, messages=good, reward=0.25)
+    RolloutFactory(
         run=source, seq=3, step=2, prompt=prompt, messages=good, reward=1.0, unscored=True
     )
-    Rollout.objects.create(
-        run=source, seq=4, step=2, prompt=prompt, messages=good[::-1][:1], reward=1.5
-    )
+    RolloutFactory(run=source, seq=4, step=2, prompt=prompt, messages=good[::-1][:1], reward=1.5)
     tools = [
         {"type": "function", "function": {"name": "stay", "description": "Stay.", "parameters": {}}}
     ]
