@@ -8,22 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.factories import EnvironmentFactory
 from tests.support.browser import log_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 
-def test_console_shows_environment_text_as_text(browser, owner, web, echo_url):
-    environment = EnvironmentFactory(
-        owner=owner,
-        name="echo",
-        base_url=echo_url,
-        capacity=64,
-        metadata={"name": "echo"},
-        status="healthy",
-    )
+def test_console_shows_environment_text_as_text(browser, owner, web, echo_env):
+    environment = echo_env  # tests/fixtures/catalog.py
     evil = '<img src=x onerror="window.__xss=1">'
 
     page = browser.new_page()

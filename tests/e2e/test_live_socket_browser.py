@@ -7,21 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.factories import EnvironmentFactory
 from tests.support.browser import log_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_a_dropped_socket_comes_back_and_a_refused_one_stays_closed(browser, owner, web, echo_url):
-    environment = EnvironmentFactory(
-        owner=owner,
-        name="echo",
-        base_url=echo_url,
-        capacity=64,
-        metadata={"name": "echo"},
-        status="healthy",
-    )
+def test_a_dropped_socket_comes_back_and_a_refused_one_stays_closed(browser, owner, web, echo_env):
+    environment = echo_env  # tests/fixtures/catalog.py
     connections = []  # (page side, server side), one per socket the page opened
 
     def relay(route) -> None:

@@ -18,7 +18,6 @@ import pytest
 from celery import Celery
 
 from tests.envs.servers import free_port
-from tests.factories import EnvironmentFactory
 from tests.support.processes import Service, start_web, start_worker
 from tests.support.redis_server import start_redis, stop_redis
 from webapp.runs.models import Run, RunEvent
@@ -57,19 +56,12 @@ def _kinds(run_id: int) -> list[str]:
 
 
 def test_a_launch_while_redis_is_down_is_queued_and_sent_once_redis_is_back(
-    owner, echo_url, settings, tmp_path
+    owner, echo_env, settings, tmp_path
 ):
     settings.MODELS_DIR = tmp_path / "models"  # what the subprocesses get as ENVLAB_MODELS_DIR
     (settings.MODELS_DIR / "echo").mkdir(parents=True)
     (settings.MODELS_DIR / "echo" / "config.json").write_text("{}")
-    env = EnvironmentFactory(
-        owner=owner,
-        name="echo",
-        base_url=echo_url,
-        capacity=64,
-        metadata={"name": "echo"},
-        status="healthy",
-    )
+    env = echo_env  # tests/fixtures/catalog.py
     redis_port = free_port()
     redis_url = f"redis://127.0.0.1:{redis_port}/0"
     start_redis(redis_port)
