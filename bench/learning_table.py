@@ -631,7 +631,10 @@ def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: fl
     by_setting: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
     for entry in per_seed:
         for member in entry.get("members", []):
-            by_setting.setdefault(_setting_label(member["params"]), []).append((entry, member))
+            # A sweep names only the paths its members differ in: a grid path of one value
+            # is named here, so a one-setting search still says what it ran.
+            fixed = {path: values[0] for path, values in chosen.grpo_grid.items() if len(values) == 1}
+            by_setting.setdefault(_setting_label({**fixed, **member["params"]}), []).append((entry, member))
     rows: list[list[Any]] = []
     settings_summary: list[dict[str, Any]] = []
     for label, pairs in by_setting.items():

@@ -158,11 +158,13 @@ def test_a_wordle_search_counts_words_found_and_asks_for_no_grid(monkeypatch):
     assert chosen.reset() == {} and settings_for([0]).reset() == {"rows": 4, "columns": 3}
     entries = [
         {"seed": seed, "base": {"wins": 0, "best_greens": 0.5}, "sft": {"wins": sft, "best_greens": 1.25},
-         "members": [{"params": {"grpo.learning_rate": 0.0003}, "run": seed + 2, "status": "succeeded",
+         "members": [{"params": {}, "run": seed + 2, "status": "succeeded",
                       "wins": grpo, "best_greens": None, "reward_curve": [[1, 0.1], [2, 0.2]], "diagnostics": {}}]}
         for seed, sft, grpo in ((0, 1, 1), (1, 0, 2), (2, 2, 1))
     ]  # fmt: skip
     table = _grid_table(chosen, entries, elapsed=60.0)
+    # One value searched: the sweep names no differing path, the table still names the setting.
+    assert [row[0] for row in table["rows"]] == ["learning_rate=0.0003"] * 4
     assert [row[2:6] for row in table["rows"][:3]] == [[0, 1, 1, 0], [0, 0, 2, 2], [0, 2, 1, -1]]
     assert table["columns"][-1] == "best_greens, base / SFT / SFT+GRPO"
     assert table["rows"][0][-1] == "0.50 / 1.25 / -" and len(table["rows"][3]) == len(table["columns"])
