@@ -21,10 +21,12 @@ pytestmark = pytest.mark.django_db
 
 def test_every_preset_file_is_a_valid_run_config():
     assert [(p.slug, p.name, p.version) for p in presets()] == [
+        ("catch-sft-grpo", "Catch: SFT warm-up, then GRPO", 1),
         ("dapo", "DAPO", 1), ("dr-grpo", "Dr. GRPO", 1), ("echo-demo", "Echo demo", 1),
         ("qwen3-lora-gpu", "Qwen3-0.6B LoRA on GPU", 1),
     ]
-    assert all(p.description and p.source and p.environment == "echo" for p in presets())
+    assert all(p.description and p.source for p in presets())
+    assert [p.environment for p in presets()] == ["catch", "echo", "echo", "echo", "echo"]
 
 
 def test_the_demo_preset_is_the_demo_buttons_config():
@@ -52,8 +54,8 @@ def test_the_list_fills_in_each_callers_own_environment(api, outsider_api, clien
     response = api.get("/api/presets/")
     assert response.status_code == 200
     rows = response.json()
-    assert [row["slug"] for row in rows] == ["dapo", "dr-grpo", "echo-demo", "qwen3-lora-gpu"]
-    dr = rows[1]
+    assert [row["slug"] for row in rows] == ["catch-sft-grpo", "dapo", "dr-grpo", "echo-demo", "qwen3-lora-gpu"]
+    dr = rows[2]
     assert (dr["name"], dr["version"], dr["environment"]) == ("Dr. GRPO", 1, "echo")
     assert dr["config"]["environments"] == [
         {"environment": echo_env.pk, "name": "echo", "prompt": "Echo '{phrase}'.", "rows": 256}
@@ -61,7 +63,7 @@ def test_the_list_fills_in_each_callers_own_environment(api, outsider_api, clien
     assert (dr["config"]["grpo"]["loss_type"], dr["config"]["grpo"]["scale_rewards"]) == ("dr_grpo", "none")
     # The owner's private entry is not the outsider's: they get 0, which a launch refuses.
     outsider_rows = outsider_api.get("/api/presets/").json()
-    assert [item["environment"] for item in outsider_rows[1]["config"]["environments"]] == [0]
+    assert [item["environment"] for item in outsider_rows[2]["config"]["environments"]] == [0]
     assert client.get("/api/presets/").status_code in (401, 403)
 
 
@@ -80,7 +82,7 @@ def test_the_new_run_page_starts_from_a_preset(owner_client, echo_env):
     page = owner_client.get(reverse("run-new")).content.decode()
     form = re.search(r'<form method="get"[^>]*id="preset-form">(.*?)</form>', page, re.S)
     assert form is not None
-    assert re.findall(r'<option value="([a-z0-9-]+)"', form.group(1)) == ["dapo", "dr-grpo", "echo-demo", "qwen3-lora-gpu"]
+    assert re.findall(r'<option value="([a-z0-9-]+)"', form.group(1)) == ["catch-sft-grpo", "dapo", "dr-grpo", "echo-demo", "qwen3-lora-gpu"]
     page = owner_client.get(reverse("run-new") + "?preset=dapo").content.decode()
     assert '<details id="json-section" open>' in page
     match = re.search(r'<textarea name="config_json"[^>]*>(.*?)</textarea>', page, re.S)
@@ -89,3 +91,29 @@ def test_the_new_run_page_starts_from_a_preset(owner_client, echo_env):
     assert config["grpo"]["epsilon_high"] == 0.28 and config["environments"][0]["environment"] == echo_env.pk
     assert "arXiv:2503.14476" in page
     assert Run.objects.count() == 0
+
+
+def test_the_catch_preset_launches_on_the_callers_catch_entry(api, owner, settings, tmp_path):
+    from tests.envs.servers import run_env_server
+    from tests.factories import EnvironmentFactory
+
+    settings.MODELS_DIR = tmp_path
+    with run_env_server("envs.catch.server:app") as url:
+        # What registration records for a catch server: the bundled adapter (and with it the solver).
+        catch = EnvironmentFactory(owner=owner, name="catch", base_url=url, capacity=64,
+                                   metadata={"name": "catch", "style": "bundled", "adapter": "catch"})
+        config = next(row["config"] for row in api.get("/api/presets/").json() if row["slug"] == "catch-sft-grpo")
+        assert config["environments"][0]["environment"] == catch.pk
+        # Its base model is a variant of its own: the refusal says how to build it.
+        refused = api.post("/api/runs/", config, format="json")
+        assert refused.status_code == 400
+        assert "`python manage.py build_demo_model catch-base --variant catch-base`" in json.dumps(refused.json())
+        assert Run.objects.count() == 0
+        (tmp_path / "catch-base").mkdir()
+        (tmp_path / "catch-base" / "config.json").write_text("{}")
+        response = api.post("/api/runs/", config, format="json")
+    assert response.status_code == 201, response.json()
+    run = Run.objects.get(pk=response.json()["id"])
+    assert (run.model, run.config["sft_warmup"]["episodes"], run.config["grpo"]["learning_rate"]) == (
+        "demo:catch-base", 300, 0.0003,
+    )

@@ -129,10 +129,10 @@ def _model_error(model: str) -> str | None:
         return None
     if not (path / "config.json").is_file():
         if model.startswith("demo:"):
-            return (
-                f"demo model '{model}' is not built; run "
-                f"`python manage.py build_demo_model {model.removeprefix('demo:')}`"
-            )
+            name = model.removeprefix("demo:")
+            # A Catch base is its own variant: built as the default one it would be an echo model.
+            variant = " --variant catch-base" if name.startswith("catch-base") else ""
+            return f"demo model '{model}' is not built; run `python manage.py build_demo_model {name}{variant}`"
         return f"no model folder with a config.json at {path}"
     return None
 
