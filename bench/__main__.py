@@ -154,6 +154,8 @@ def learning_table_section(table: dict | None, title: str) -> list[str]:
             table["verdict"],
             "",
         ]
+        if table.get("note"):  # written by hand beside the recorded figures, never by the command
+            lines += [f"Note (by hand): {table['note']}", ""]
     return lines
 
 

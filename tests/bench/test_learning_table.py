@@ -172,3 +172,15 @@ def test_a_wordle_search_counts_words_found_and_asks_for_no_grid(monkeypatch):
     assert "--game wordle" in table["how"] and "partial_credit best_greens" in table["grpo"]
     assert table["verdict"].startswith("Mean wins of 30: base 0.0, SFT 1.0; base < SFT: yes.")
     assert "mean gain +0.3 wins over 3 of 3 seeds" in table["verdict"]
+
+
+def test_a_recorded_table_renders_with_its_hand_written_note_marked_as_such():
+    from bench.__main__ import learning_table_section
+
+    table = {"date": "2026-12-07", "score": "Words found", "episodes": "30 greedy episodes", "environment": "wordle",
+             "how": "h", "sft": "s", "grpo": "g", "columns": ["seed", "base"], "rows": [[0, 1]], "verdict": "v."}
+    lines = learning_table_section(table, "Title")
+    assert lines[0] == "## Title (2026-12-07)" and lines[2].startswith("Words found out of 30 greedy episodes; wordle.")
+    assert "| 0 | 1 |" in lines and not any(line.startswith("Note") for line in lines)
+    noted = learning_table_section({**table, "note": "stopped early."}, "Title")
+    assert noted[-2:] == ["Note (by hand): stopped early.", ""]
