@@ -24,9 +24,10 @@ def test_every_preset_file_is_a_valid_run_config():
         ("catch-sft-grpo", "Catch: SFT warm-up, then GRPO", 1),
         ("dapo", "DAPO", 1), ("dr-grpo", "Dr. GRPO", 1), ("echo-demo", "Echo demo", 1),
         ("qwen3-lora-gpu", "Qwen3-0.6B LoRA on GPU", 1),
+        ("wordle-sft-grpo", "Wordle: SFT warm-up, then GRPO with greens credit", 1),
     ]
     assert all(p.description and p.source for p in presets())
-    assert [p.environment for p in presets()] == ["catch", "echo", "echo", "echo", "echo"]
+    assert [p.environment for p in presets()] == ["catch", "echo", "echo", "echo", "echo", "wordle"]
 
 
 def test_the_demo_preset_is_the_demo_buttons_config():
@@ -54,7 +55,7 @@ def test_the_list_fills_in_each_callers_own_environment(api, outsider_api, clien
     response = api.get("/api/presets/")
     assert response.status_code == 200
     rows = response.json()
-    assert [row["slug"] for row in rows] == ["catch-sft-grpo", "dapo", "dr-grpo", "echo-demo", "qwen3-lora-gpu"]
+    assert [row["slug"] for row in rows] == ["catch-sft-grpo", "dapo", "dr-grpo", "echo-demo", "qwen3-lora-gpu", "wordle-sft-grpo"]
     dr = rows[2]
     assert (dr["name"], dr["version"], dr["environment"]) == ("Dr. GRPO", 1, "echo")
     assert dr["config"]["environments"] == [
@@ -82,7 +83,7 @@ def test_the_new_run_page_starts_from_a_preset(owner_client, echo_env):
     page = owner_client.get(reverse("run-new")).content.decode()
     form = re.search(r'<form method="get"[^>]*id="preset-form">(.*?)</form>', page, re.S)
     assert form is not None
-    assert re.findall(r'<option value="([a-z0-9-]+)"', form.group(1)) == ["catch-sft-grpo", "dapo", "dr-grpo", "echo-demo", "qwen3-lora-gpu"]
+    assert re.findall(r'<option value="([a-z0-9-]+)"', form.group(1)) == ["catch-sft-grpo", "dapo", "dr-grpo", "echo-demo", "qwen3-lora-gpu", "wordle-sft-grpo"]
     page = owner_client.get(reverse("run-new") + "?preset=dapo").content.decode()
     assert '<details id="json-section" open>' in page
     match = re.search(r'<textarea name="config_json"[^>]*>(.*?)</textarea>', page, re.S)
@@ -117,3 +118,17 @@ def test_the_catch_preset_launches_on_the_callers_catch_entry(api, owner, settin
     assert (run.model, run.config["sft_warmup"]["episodes"], run.config["grpo"]["learning_rate"]) == (
         "demo:catch-base", 300, 0.0003,
     )
+
+
+def test_the_wordle_preset_launches_on_the_callers_wordle_entry(api, owner, built_model):
+    from tests.envs.servers import run_env_server
+    from tests.factories import EnvironmentFactory
+
+    with run_env_server("envs.wordle.server:app") as url:
+        EnvironmentFactory(owner=owner, name="wordle", base_url=url, capacity=64,
+                           metadata={"name": "wordle", "style": "bundled", "adapter": "wordle"})
+        config = next(row["config"] for row in api.get("/api/presets/").json() if row["slug"] == "wordle-sft-grpo")
+        response = api.post("/api/runs/", config, format="json")
+    assert response.status_code == 201, response.json()
+    run = Run.objects.get(pk=response.json()["id"])
+    assert (run.model, [t["kind"] for t in run.config["rewards"]]) == (built_model, ["env_reward", "partial_credit"])
