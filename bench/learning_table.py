@@ -315,7 +315,7 @@ class Command(BaseCommand):
         per_seed = []
         for seed in chosen.seeds:
             seed_started = time.monotonic()
-            say(f"seed {seed}: building the {game.base} base model"
+            say(f"seed {seed}: building the {game.base} model"
                 + (f" ({chosen.rows}x{chosen.columns})" if chosen.game == "catch" else ""))
             base = self._base_model(chosen, seed, say)
             phases: dict[str, Any] = {}
