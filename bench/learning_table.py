@@ -36,6 +36,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from envs.wordle.lab import LAB as WORDLE
+
 SCRATCH_MARK = "ENVLAB_LEARNING_TABLE_SCRATCH"
 DEFAULT_REDIS_DB = 11  # the app uses 0, bench 8, the tests 9 (webapp/settings/test.py)
 CATCH_PROMPT = "Catch the ball: use move or stay."  # worker/demo_model/catch.py's prompt
@@ -72,6 +74,10 @@ class Game:
     score_label: str
     base: str  # the demo-model variant built per seed as the base model
     base_label: str
+    # The shaped reward (--reward unfinished-minus-one, the default): a recipe stored by name.
+    recipe_name: str
+    recipe_description: str
+    recipe_terms: list[dict[str, Any]]
     # A second evaluation column kept per model and shown SFT -> SFT+GRPO in a search's
     # table, where the score alone says little (a tiny model finds no Wordle word).
     extra: str = ""
@@ -79,11 +85,13 @@ class Game:
 
 GAMES = {
     "catch": Game("catch", CATCH_PROMPT, "catches", "Catches", "catch-base",
-                  "`catch-base` demo model (knows the move tool, not the game)"),
+                  "`catch-base` demo model (knows the move tool, not the game)",
+                  RECIPE_NAME, "Catch: the env reward, an unfinished episode -1", UNFINISHED_MINUS_ONE),
     # The tests' echo model (the demo architecture, 200 steps: minutes to build where `demo` takes
     # an hour on a loaded 2-core machine) knows the tool-call format and nothing of Wordle.
-    "wordle": Game("wordle", "Play Wordle: find the secret five-letter word with the guess tool.", "wins",
-                   "Words found", "test", "`test` echo model (knows the tool-call format, not Wordle)", "best_greens"),
+    "wordle": Game("wordle", WORDLE.prompt or "", "wins", "Words found", "test",
+                   "`test` echo model (knows the tool-call format, not Wordle)",
+                   WORDLE_RECIPE_NAME, "Wordle: 1 for the word, else 0.1 x best greens", WIN_OR_GREENS, "best_greens"),
 }
 TERMINAL = ("succeeded", "failed", "cancelled")
 # What a GRPO run's metrics say about why it learned or did not (TRL's names): the share of
@@ -390,12 +398,9 @@ class Command(BaseCommand):
     def _rewards(self, api: HttpApi, chosen: Settings) -> Any:
         if chosen.reward == "env":
             return ENV_REWARD
-        if chosen.game == "wordle":
-            name, body = WORDLE_RECIPE_NAME, {"name": WORDLE_RECIPE_NAME, "terms": WIN_OR_GREENS,
-                                              "description": "Wordle: 1 for the word, else 0.1 x best greens"}
-        else:
-            name, body = RECIPE_NAME, {"name": RECIPE_NAME, "terms": UNFINISHED_MINUS_ONE,
-                                       "description": "Catch: the env reward, an unfinished episode -1"}
+        game = chosen.played
+        name = game.recipe_name
+        body = {"name": name, "description": game.recipe_description, "terms": game.recipe_terms}
         existing = [r for r in api.get("/api/reward-recipes/") if r.get("name") == name]
         recipe = api.put(f"/api/reward-recipes/{existing[0]['id']}/", body) if existing else api.post(
             "/api/reward-recipes/", body)
@@ -560,8 +565,6 @@ def _settings(options: dict[str, Any]) -> Settings:
         for key, small in QUICK.items():
             if values[key] == parser_defaults[key]:
                 values[key] = small
-    if options.get("game", "catch") not in GAMES:
-        raise CommandError(f"--game is one of {', '.join(sorted(GAMES))}")
     chosen = Settings(seeds=seeds, quick=bool(options["quick"]), grpo_grid=_grid(options.get("grpo_grid") or ""),
                       game=options.get("game", "catch"),
                       **values)

@@ -156,6 +156,9 @@ def test_a_wordle_search_counts_words_found_and_asks_for_no_grid(monkeypatch):
     chosen = Settings(**{**settings_for([0, 1, 2]).__dict__, "game": "wordle",
                          "grpo_grid": {"grpo.learning_rate": [0.0003]}})  # fmt: skip
     assert chosen.reset() == {} and settings_for([0]).reset() == {"rows": 4, "columns": 3}
+    from envs.wordle.lab import LAB
+
+    assert chosen.played.prompt == LAB.prompt and chosen.played.recipe_terms[1]["kind"] == "partial_credit"
     entries = [
         {"seed": seed, "base": {"wins": 0, "best_greens": 0.5}, "sft": {"wins": sft, "best_greens": 1.25},
          "members": [{"params": {}, "run": seed + 2, "status": "succeeded",
