@@ -20,12 +20,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 POSTGRES_URL = os.environ.get("ENVLAB_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test")
-# Whole-suite passes per database. After PostgreSQL, the SQLite pass runs only the tests that
-# can differ by engine: those with database access (pytest-django refuses it to the others:
-# environment servers, adapters, solvers, settings), and not the slow end-to-end training,
-# whose engine-dependent parts (leases, claims, telemetry writes) have their own fast tests,
-# nor the headless-browser tests, which check what a page does with the API's answers: the
-# queries behind those answers are tested on both engines by the API tests.
+# Whole-suite passes per database. With both databases, the two passes share the work that does
+# not differ by engine, so that they end together: the PostgreSQL pass (production's engine) runs
+# every test but the headless-browser ones and those marked `sqlite_pass`; the SQLite pass runs
+# the tests with database access (pytest-django refuses it to the others: environment servers,
+# adapters, solvers, settings) that are not slow, plus the browser tests (they check what a page
+# does with the API's answers, whose queries the API tests check on both engines) and the slow
+# tests marked `sqlite_pass` (engine-blind ones, such as the demo model's learning curve).
+PG_MARKERS = "not browser and not sqlite_pass"
 SQLITE_MARKERS = os.environ.get("ENVLAB_SQLITE_MARKERS", "")
 # With both databases, the SQLite pass runs beside the PostgreSQL pass ("parallel", the
 # default), at a lower CPU priority, with a Redis server and a var dir (its SQLite file, runs,
@@ -94,17 +96,15 @@ def run_suites(argv: list[str], redis_env: dict[str, str]) -> int:
         print(f"PostgreSQL not reachable at {POSTGRES_URL}: running on SQLite only", flush=True)
     # The slowest tests of each pass, at the end of its output: where `make test`'s time goes.
     durations = ["--durations=40", "--durations-min=5"]
-    postgres_args = [PY, "-m", "pytest", *durations, *extra]
+    # Markers before the extra arguments: an `-m` of the caller's, the last one given, wins.
+    postgres_args = [PY, "-m", "pytest", *durations, *(["-m", PG_MARKERS] if which == "both" else []), *extra]
     postgres_env = {**base_env, "DATABASE_URL": POSTGRES_URL}
     if which == "postgres":
         return run(postgres_args, postgres_env)
-    sqlite_args = [PY, "-m", "pytest", *durations, *extra]
     # Slow tests (minutes of training) and browser tests do not differ by database: once is enough.
-    markers = SQLITE_MARKERS or ("not slow and not browser" if postgres else "")
-    if markers:
-        sqlite_args += ["-m", markers]
-    if postgres:
-        sqlite_args += ["--database-tests-only"]
+    markers = SQLITE_MARKERS or ("browser or sqlite_pass or not slow" if postgres else "")
+    sqlite_args = [PY, "-m", "pytest", *durations, *(["-m", markers] if markers else []),
+                   *(["--database-tests-only"] if postgres else []), *extra]
     if not postgres:
         return run(sqlite_args, base_env)
     if PASSES == "serial":

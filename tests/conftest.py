@@ -34,7 +34,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--database-tests-only", action="store_true",
         help="deselect the tests that have no database access: they cannot differ by database "
-        "engine, so a second pass of the suite on another engine need not run them again",
+        "engine, so a second pass of the suite on another engine need not run them again (the "
+        "browser and sqlite_pass tests stay: `make test` runs them in that pass only)",
     )
 
 
@@ -49,7 +50,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     kept, dropped = [], []
     for item in items:
-        (kept if uses_database(item) else dropped).append(item)
+        runs_only_here = item.get_closest_marker("browser") or item.get_closest_marker("sqlite_pass")
+        (kept if runs_only_here or uses_database(item) else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

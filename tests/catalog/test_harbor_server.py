@@ -28,7 +28,7 @@ from webapp.runs.models import Run
 OPENENV = REPO_ROOT / ".venv-harbor" / "bin" / "openenv"
 
 pytestmark = [
-    pytest.mark.slow,
+    pytest.mark.slow, pytest.mark.sqlite_pass,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         not OPENENV.exists(), reason="no .venv-harbor: scripts/harbor_env.sh found no Python 3.12 (make test runs it)"

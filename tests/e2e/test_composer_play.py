@@ -12,7 +12,7 @@ from tests.factories import RunFactory
 from webapp.jobs.models import Job
 from webapp.runs.models import Rollout
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.sqlite_pass, pytest.mark.django_db(transaction=True)]
 
 # The guide's Wordle recipe; "greens" limited to the run-local name "wordle" (the default
 # the job binds: the environment's name slug), "catch_only" to a name this job does not have.

@@ -19,7 +19,7 @@ from webapp.runs.models import MetricPoint, Run, RunEvent
 
 # The 30-step demo run may take its whole 900 s wait, more than the default timeout allows.
 pytestmark = [
-    pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.timeout(1200),
+    pytest.mark.e2e, pytest.mark.slow, pytest.mark.sqlite_pass, pytest.mark.django_db(transaction=True), pytest.mark.timeout(1200),
 ]
 
 # The e2e suite's `demo:echo` is the fast "test" variant; the demo build gets its own name.

@@ -30,7 +30,7 @@ import requests
 from tests.e2e.helpers import run_config
 
 # One real training run (minutes on shared cores): `make test` runs it on one database.
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.sqlite_pass]
 
 ENVLAB = Path(sys.executable).parent / "envlab"
 MAX_STEPS = 3

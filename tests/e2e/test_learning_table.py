@@ -22,7 +22,7 @@ import pytest
 from django.conf import settings
 
 # The command alone may take 900 s (its subprocess timeout below), more than the default.
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.sqlite_pass, pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parents[2]
 EPISODES = 4  # --quick's evaluation episodes

@@ -12,7 +12,7 @@ from tests.e2e.helpers import metric_steps, register_echo, run_config, wait_for,
 from webapp.runs.checkpoints import run_checkpoints, run_dir
 from webapp.runs.models import Run, RunEvent
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.sqlite_pass, pytest.mark.django_db(transaction=True)]
 
 # Long enough that the cancel sent after the first checkpoint lands before the last step.
 MAX_STEPS = 8

@@ -16,7 +16,7 @@ from django.conf import settings
 from tests.e2e.helpers import register_echo, run_config, wait_status
 from webapp.runs.models import Run
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.sqlite_pass, pytest.mark.django_db(transaction=True)]
 
 READ = """
 import json, sys

@@ -30,7 +30,7 @@ from webapp.runs.models import MetricPoint, Rollout, Run, RunEvent
 
 # The two warm-ups and their runs wait up to 1,070 s in all, more than the default timeout.
 pytestmark = [
-    pytest.mark.e2e, pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.timeout(1500),
+    pytest.mark.e2e, pytest.mark.slow, pytest.mark.sqlite_pass, pytest.mark.django_db(transaction=True), pytest.mark.timeout(1500),
 ]
 
 SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}

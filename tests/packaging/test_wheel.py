@@ -24,7 +24,7 @@ import pytest
 
 from tests.support.ports import free_port
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.sqlite_pass]
 
 REPO = Path(__file__).resolve().parents[2]
 # What a clean clone holds: no virtualenvs, state, build leftovers or caches.
