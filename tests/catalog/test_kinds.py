@@ -1,4 +1,4 @@
-"""The environment kinds (webapp/catalog/kinds.py): one description per kind the catalog can
+"""The environment kinds (webapp/catalog/kinds/): one description per kind the catalog can
 store, and the decisions the launch checks, evaluations and registration read from it."""
 
 from __future__ import annotations
