@@ -4,7 +4,7 @@ with (GRPO, or a harness run), whether evaluations and the arena play it, whethe
 can be measured, and what a run config's environment entry must say for it. Probing,
 registration, launch checks and evaluations read these instead of branching on a kind's name;
 a new kind is one more module and one more entry in `KINDS`. (What envs know of each kind, the
-worker's adapter binding among it, is envs/kinds: envs know nothing of the lab.)"""
+worker's adapter binding among it, is envs/adapters/kinds: envs know nothing of the lab.)"""
 
 from __future__ import annotations
 
