@@ -17,6 +17,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from envs import capacity as limits
+from envs.adapters.kinds import harbor
 from envs.netguard import OutboundRefused, check_outbound_url
 from webapp.catalog.capacity import capacity_is_lower_bound, capacity_shown
 from webapp.catalog.kinds import environment_kind, probe_environment
@@ -322,7 +323,7 @@ def _harness_errors(*, config: RunConfig, environment: Environment) -> dict[str,
     rollouts in flight (the harness rollout worker keeps one for itself)."""
     harness = config.harness
     assert harness is not None
-    catalog = (environment.metadata or {}).get("harbor") or {}
+    catalog = harbor.catalog(environment.metadata)
     errors: dict[str, list[str]] = {}
 
     def names(key: str, *, available_only: bool = False) -> list[str]:

@@ -24,6 +24,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from envs.adapters import outage, toolstats
 from envs.adapters.activity import ACTIVITY, GENERATION, STARTING, TRAINING_STEP
+from envs.adapters.kinds import harbor
 from envs.adapters.router import router_class
 from envs.netguard import check_outbound_url
 from webapp.accounts.secrets import user_secret_value
@@ -711,10 +712,9 @@ def _harness_trainer(run: Run, config: RunConfig, output_dir: Path, vllm_url: st
 
     source, hub_token = run_model_source(run, config)
     environment = Environment.objects.get(pk=config.environments[0].environment)
-    tasks = ((environment.metadata or {}).get("harbor") or {}).get("tasks") or []
     return build_harness_trainer(
         run, config, output_dir, model_source=source, hub_token=hub_token, vllm_server_base_url=vllm_url,
-        tasks=[t for t in tasks if isinstance(t, dict) and t.get("dataset") in (None, config.harness.dataset)]
+        tasks=harbor.task_rows(environment.metadata, dataset=config.harness.dataset)
         if config.harness is not None else [],
     )
 

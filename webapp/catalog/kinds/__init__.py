@@ -1,18 +1,17 @@
-"""The kinds of environment server the lab knows (OpenEnv, Open Reward Standard, Harbor), each
-described in one place: how it is probed, what a run trains on it with (GRPO, or a harness
-run), whether evaluations and the arena play it, whether its capacity can be measured, and
-what a run config's environment entry must say for it. Probing, registration, launch checks
-and evaluations read these instead of branching on a kind's name; a new kind is one more
-`EnvironmentKind` here. (The worker's adapter binding is envs/adapters' `base_adapter`: envs
-know nothing of the lab.)"""
+"""The kinds of environment server the lab knows (OpenEnv, Open Reward Standard, Harbor), one
+module each (openenv.py, ors.py, harbor.py) saying how it is probed, what a run trains on it
+with (GRPO, or a harness run), whether evaluations and the arena play it, whether its capacity
+can be measured, and what a run config's environment entry must say for it. Probing,
+registration, launch checks and evaluations read these instead of branching on a kind's name;
+a new kind is one more module and one more entry in `KINDS`. (What envs know of each kind, the
+worker's adapter binding among it, is envs/adapters/kinds: envs know nothing of the lab.)"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
-
-from webapp.catalog.harbor import harbor_probe
+from webapp.catalog.kinds.harbor import HARBOR
+from webapp.catalog.kinds.kind import EnvironmentKind, RunEntry
+from webapp.catalog.kinds.openenv import OPENENV
+from webapp.catalog.kinds.ors import ORS
 from webapp.catalog.probe import (
     OrsChoiceNeeded,
     PathMissing,
@@ -22,65 +21,11 @@ from webapp.catalog.probe import (
 from webapp.catalog.probe_http import ProbeError, ProbeSession, ServerUnreadable
 from webapp.catalog.probe_result import ProbeResult
 
+__all__ = [
+    "HARBOR", "KINDS", "OPENENV", "ORS", "EnvironmentKind", "RunEntry", "environment_kind", "kind_names",
+    "probe_environment", "probe_environments",
+]
 
-class RunEntry(Protocol):
-    """What the kinds read of one run config environment entry (webapp.runs.config)."""
-
-    prompt: str
-    split: str
-
-
-@dataclass(frozen=True)
-class EnvironmentKind:
-    name: str
-    label: str
-    # Reads a server of this kind in one probe session: (session, ors_env, every) -> results.
-    probe: Callable[[ProbeSession, str, bool], list[ProbeResult]]
-    # "grpo": GRPO runs call its tools; "harness": a harness run's agent plays it (TRL's async trainer).
-    trains_in: Literal["grpo", "harness"]
-    # Evaluations and the arena play its episodes with the lab's own tool loop.
-    evaluable: bool
-    # Its servers refuse a session past their limit with CAPACITY_REACHED, so capacity can be
-    # measured (a Harbor server is an OpenEnv server; a session boots no sandbox until `run_rollout`).
-    capacity_measurable: bool
-    # Its episodes' tasks come from the server (their prompts too), not from the run config.
-    tasks_from_server: bool
-    # Checks of one run-config entry for an environment of this kind: {entry field: message}.
-    entry_errors: Callable[[Any, RunEntry], dict[str, str]]
-
-
-def _prompt_needed(environment: Any, entry: RunEntry) -> dict[str, str]:
-    if entry.prompt.strip():
-        return {}
-    return {"prompt": f"give the prompt of each '{environment.name}' episode (only ORS tasks bring their own)"}
-
-
-def _known_split(environment: Any, entry: RunEntry) -> dict[str, str]:
-    splits = (environment.metadata or {}).get("splits") or {}
-    if not splits or entry.split in splits:
-        return {}
-    return {"split": f"'{environment.name}' has splits {', '.join(sorted(splits))}, not '{entry.split}'"}
-
-
-def _nothing_more(environment: Any, entry: RunEntry) -> dict[str, str]:
-    return {}
-
-
-OPENENV = EnvironmentKind(
-    name="openenv", label="OpenEnv", probe=lambda probe, ors_env, every: [openenv_result(probe)],
-    trains_in="grpo", evaluable=True, capacity_measurable=True, tasks_from_server=False,
-    entry_errors=_prompt_needed,
-)
-ORS = EnvironmentKind(
-    name="ors", label="Open Reward Standard", probe=lambda probe, ors_env, every: ors_results(probe, ors_env, every=every),
-    trains_in="grpo", evaluable=False, capacity_measurable=False, tasks_from_server=True,
-    entry_errors=_known_split,
-)
-HARBOR = EnvironmentKind(
-    name="harbor", label="Harbor", probe=lambda probe, ors_env, every: [harbor_probe(probe)],
-    trains_in="harness", evaluable=False, capacity_measurable=True, tasks_from_server=False,
-    entry_errors=_nothing_more,
-)
 KINDS: dict[str, EnvironmentKind] = {kind.name: kind for kind in (OPENENV, ORS, HARBOR)}
 
 
