@@ -213,9 +213,16 @@ def play_episodes(
             for row in rows
         ]
     finally:
-        close = getattr(adapter, "_close", None)
-        if callable(close):
-            close()
+        disconnect(adapter)
+
+
+def disconnect(adapter: Any) -> None:
+    """Close the adapter's connection to its environment server, once the worker is done
+    playing on it. An adapter's public methods are the model's tools, so its close is the
+    private `_close` (envs/adapters/base.py); an adapter without one has nothing to close."""
+    close = getattr(adapter, "_close", None)
+    if callable(close):
+        close()
 
 
 def summarize(episodes: Sequence[Episode]) -> dict[str, float | int]:

@@ -27,7 +27,7 @@ from webapp.runs.config import RunEnvironment
 from webapp.workbench.dry_run import dry_run_report
 from webapp.workbench.learnability import recipe_bounds
 from worker.datasets import prompt_rows
-from worker.episodes import adapter_tools, play_episode, stated_iterations, tool_schemas
+from worker.episodes import adapter_tools, disconnect, play_episode, stated_iterations, tool_schemas
 from worker.play.jobs import LeaseLost
 
 log = logging.getLogger(__name__)
@@ -151,9 +151,7 @@ def dry_run(job: Job, lease_owner: str) -> dict[str, Any]:
             groups.append(group)
     finally:
         beat.stop()
-        close = getattr(adapter, "_close", None)
-        if callable(close):
-            close()
+        disconnect(adapter)
     try:  # the recipe's range, for the probe's pass threshold; the totals' own range without it
         floor, ceiling = recipe_bounds(terms, str(params["environment_key"] or ""), str(params.get("name") or ENV_NAME))
     except Exception:

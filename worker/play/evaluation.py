@@ -36,7 +36,7 @@ from webapp.runs.services import model_folder_error
 from webapp.settings.env import env_int
 from worker.capacity import capacity_refusal, learn_capacity
 from worker.datasets import prompt_rows
-from worker.episodes import adapter_tools, play_episode, stated_iterations, tool_schemas
+from worker.episodes import adapter_tools, disconnect, play_episode, stated_iterations, tool_schemas
 
 log = logging.getLogger(__name__)
 
@@ -217,9 +217,7 @@ def _play(evaluation: Evaluation, lease_owner: str, beat: _Heartbeat) -> None:
                 ):
                     raise LeaseLost
         finally:
-            close = getattr(adapter, "_close", None)
-            if callable(close):
-                close()
+            disconnect(adapter)
 
 
 def evaluate(*, evaluation_id: int, lease_owner: str) -> str:

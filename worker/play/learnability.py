@@ -10,7 +10,7 @@ from envs.solvers import RANDOM, SOLVER, policy_for
 from webapp.jobs.models import Job
 from webapp.jobs.services import job_heartbeat
 from webapp.workbench.learnability import learnability_report, recipe_bounds
-from worker.episodes import stated_iterations, tool_schemas
+from worker.episodes import disconnect, stated_iterations, tool_schemas
 from worker.play.dry_run import ENV_NAME, _Beat, job_setup, play_scored
 from worker.play.jobs import LeaseLost
 
@@ -41,9 +41,7 @@ def learnability(job: Job, lease_owner: str) -> dict[str, Any]:
                     raise LeaseLost
     finally:
         beat.stop()
-        close = getattr(adapter, "_close", None)
-        if callable(close):
-            close()
+        disconnect(adapter)
     floor, ceiling = recipe_bounds(terms, key, str(params.get("name") or ENV_NAME))
     return learnability_report(
         solver=scores[SOLVER], random=scores[RANDOM], term_names=names, floor=floor, ceiling=ceiling

@@ -16,7 +16,7 @@ from webapp.jobs.models import Job
 from webapp.jobs.services import job_heartbeat
 from webapp.rewards.scoring import episode_from_adapter
 from webapp.workbench.composer import preview_scores
-from worker.episodes import play_episode
+from worker.episodes import disconnect, play_episode
 from worker.play.dry_run import _policy_factory, job_max_calls, job_setup
 from worker.play.jobs import LeaseLost
 
@@ -33,9 +33,7 @@ def preview(job: Job, lease_owner: str) -> dict[str, Any]:
         # Read as the dry run's score_episode reads it: the adapter after the episode.
         episode = episode_from_adapter(adapter, completion=played.messages[prompt_len:])
     finally:
-        close = getattr(adapter, "_close", None)
-        if callable(close):
-            close()
+        disconnect(adapter)
     if not job_heartbeat(job_id=job.pk, lease_owner=lease_owner, done=1):
         raise LeaseLost
     return {

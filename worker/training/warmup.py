@@ -142,7 +142,7 @@ def solver_examples(
     from webapp.catalog.adapters import environment_adapter
     from webapp.catalog.models import Environment
     from worker.datasets import episode_rows
-    from worker.episodes import adapter_policy, play_episode
+    from worker.episodes import adapter_policy, disconnect, play_episode
 
     warmup = config.sft_warmup
     assert warmup is not None
@@ -179,9 +179,7 @@ def solver_examples(
                 kept.append(example)
     finally:
         for adapter in adapters.values():
-            close = getattr(adapter, "_close", None)
-            if callable(close):
-                close()
+            disconnect(adapter)
     return kept, played
 
 
