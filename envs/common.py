@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 
 MAX_CONCURRENT_ENVS_VAR = "MAX_CONCURRENT_ENVS"
 
@@ -55,3 +56,11 @@ def require_open_episode(*, started: bool, episode_id: str | None, done: bool, e
         )
     if done:
         raise error(f"Episode {episode_id} is over: call reset() to start a new one")
+
+
+def episode_id_or_new(episode_id: str | None) -> str:
+    """The episode id a reset asked for, or a fresh one when it gave none (or an empty one);
+    every bundled server refuses a non-string id with the same message."""
+    if episode_id is not None and not isinstance(episode_id, str):
+        raise ValueError("episode_id must be a string")
+    return episode_id or str(uuid.uuid4())

@@ -18,7 +18,6 @@ ball column for the same seed (``ENGINE`` says which one runs).
 from __future__ import annotations
 
 import random
-import uuid
 from typing import Any, Protocol
 
 from openenv.core.env_server.interfaces import Environment
@@ -32,7 +31,7 @@ from envs.catch.models import (
     CatchObservation,
     CatchState,
 )
-from envs.common import require_open_episode, serve
+from envs.common import episode_id_or_new, require_open_episode, serve
 
 try:
     import pyspiel  # type: ignore[import-not-found, unused-ignore]  # optional wheel, no stubs
@@ -161,15 +160,14 @@ class CatchEnvironment(BundledEnvironment[CatchState], Environment[CatchAction, 
         episode has ``rows - 1`` moves, the ball starts up to ``columns // 2`` columns away)."""
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"seed must be an integer, got {seed!r}")
-        if episode_id is not None and not isinstance(episode_id, str):
-            raise ValueError("episode_id must be a string")
+        episode_id = episode_id_or_new(episode_id)
         rows = _grid_size("rows", rows, ROWS, low=3, high=20)
         columns = _grid_size("columns", columns, COLUMNS, low=2, high=9)
         if seed is None:
             seed = random.SystemRandom().randrange(2**31)
         game = self._game = new_game(seed, rows, columns)
         self._state = CatchState(
-            episode_id=episode_id or str(uuid.uuid4()),
+            episode_id=episode_id,
             step_count=0,
             seed=seed,
             rows=rows,

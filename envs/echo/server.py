@@ -9,13 +9,12 @@ HTTP ``/reset`` and ``/step`` routes build a throwaway environment per request.
 from __future__ import annotations
 
 import difflib
-import uuid
 from typing import Any
 
 from openenv.core.env_server.interfaces import Environment
 
 from envs.bundled_app import BundledEnvironment, create_bundled_app
-from envs.common import require_open_episode, serve
+from envs.common import episode_id_or_new, require_open_episode, serve
 from envs.echo.models import (
     MAX_MESSAGE_CHARS,
     MAX_STEPS,
@@ -77,10 +76,8 @@ class EchoEnvironment(BundledEnvironment[EchoState], Environment[EchoAction, Ech
                 raise ValueError("target must not be empty")
             if len(target) > MAX_MESSAGE_CHARS:
                 raise ValueError(f"target longer than {MAX_MESSAGE_CHARS} characters")
-        if episode_id is not None and not isinstance(episode_id, str):
-            raise ValueError("episode_id must be a string")
         self._state = EchoState(
-            episode_id=episode_id or str(uuid.uuid4()), step_count=0, target=target
+            episode_id=episode_id_or_new(episode_id), step_count=0, target=target
         )
         self._started = True
         return self._observation(echoed="", reward=None)

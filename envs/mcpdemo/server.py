@@ -20,7 +20,6 @@ environment.
 from __future__ import annotations
 
 import random
-import uuid
 from typing import Annotated, Any
 
 from fastmcp import FastMCP
@@ -31,7 +30,7 @@ from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field
 
 from envs.bundled_app import BundledEnvironment
-from envs.common import max_concurrent_envs, require_open_episode, serve
+from envs.common import episode_id_or_new, max_concurrent_envs, require_open_episode, serve
 
 ENV_NAME = "mcpdemo"
 ENV_VERSION = "0.1.0"
@@ -146,9 +145,7 @@ class McpDemoEnvironment(BundledEnvironment[McpDemoState], MCPEnvironment):
             if isinstance(seed, bool) or not isinstance(seed, int):
                 raise ValueError(f"seed must be an integer, got {type(seed).__name__}")
             target = target_for_seed(seed)
-        if episode_id is not None and not isinstance(episode_id, str):
-            raise ValueError("episode_id must be a string")
-        self._state = McpDemoState(episode_id=episode_id or str(uuid.uuid4()), target=target)
+        self._state = McpDemoState(episode_id=episode_id_or_new(episode_id), target=target)
         self._started = True
         return McpDemoObservation(
             instruction=_instruction(target), reward=None, done=False,

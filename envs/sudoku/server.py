@@ -23,13 +23,12 @@ Rules of an episode (``reset(seed=..., blanks=...)``):
 from __future__ import annotations
 
 import random
-import uuid
 from typing import Any
 
 from openenv.core.env_server.interfaces import Environment
 
 from envs.bundled_app import BundledEnvironment, create_bundled_app
-from envs.common import require_open_episode, serve
+from envs.common import episode_id_or_new, require_open_episode, serve
 from envs.sudoku.models import (
     BOX,
     DEFAULT_BLANKS,
@@ -157,15 +156,14 @@ class SudokuEnvironment(
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"seed must be an integer, got {seed!r}")
         blanks = DEFAULT_BLANKS if blanks is None else check_blanks(blanks)
-        if episode_id is not None and not isinstance(episode_id, str):
-            raise ValueError("episode_id must be a string")
+        episode_id = episode_id_or_new(episode_id)
         if seed is None:
             seed = random.SystemRandom().randrange(2**31)
         puzzle, self._solution = generate_puzzle(seed, blanks)
         self._given = [[value != 0 for value in row] for row in puzzle]
         self._correct = 0
         self._state = SudokuState(
-            episode_id=episode_id or str(uuid.uuid4()),
+            episode_id=episode_id,
             step_count=0,
             seed=seed,
             blanks=blanks,

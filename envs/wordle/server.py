@@ -13,14 +13,13 @@ message of the observation that ends the game names it.
 from __future__ import annotations
 
 import random
-import uuid
 from pathlib import Path
 from typing import Any
 
 from openenv.core.env_server.interfaces import Environment
 
 from envs.bundled_app import BundledEnvironment, create_bundled_app
-from envs.common import require_open_episode, serve
+from envs.common import episode_id_or_new, require_open_episode, serve
 from envs.wordle.models import (
     MAX_GUESSES,
     WORD_LENGTH,
@@ -127,8 +126,7 @@ class WordleEnvironment(
         """Start a game: ``word`` (from the list) if given, else the word for ``seed``."""
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"seed must be an integer, got {type(seed).__name__}")
-        if episode_id is not None and not isinstance(episode_id, str):
-            raise ValueError("episode_id must be a string")
+        episode_id = episode_id_or_new(episode_id)
         if word is not None:
             if not isinstance(word, str):
                 raise ValueError(f"word must be a string, got {type(word).__name__}")
@@ -140,7 +138,7 @@ class WordleEnvironment(
             secret = secret_for_seed(seed)
         self._secret = secret
         self._board = []
-        self._state = WordleState(episode_id=episode_id or str(uuid.uuid4()), step_count=0)
+        self._state = WordleState(episode_id=episode_id, step_count=0)
         self._started = True
         return self._observation(message=RULES, feedback="", reward=None, invalid=False, greens=0)
 
