@@ -28,7 +28,7 @@ from webapp.workbench.dry_run import dry_run_report
 from webapp.workbench.learnability import recipe_bounds
 from worker.datasets import prompt_rows
 from worker.episodes import adapter_tools, disconnect, play_episode, stated_iterations, tool_schemas
-from worker.play.jobs import LeaseLost
+from worker.play.jobs import LeaseLost, job_progress
 
 log = logging.getLogger(__name__)
 ENV_NAME = "env"
@@ -146,8 +146,7 @@ def dry_run(job: Job, lease_owner: str) -> dict[str, Any]:
                     raise LeaseLost
                 group.append(play_scored(terms, adapter, make_policy(row, k), row, max_calls))
                 done += 1
-                if not job_heartbeat(job_id=job.pk, lease_owner=lease_owner, done=done):
-                    raise LeaseLost
+                job_progress(job, lease_owner, done)
             groups.append(group)
     finally:
         beat.stop()

@@ -19,17 +19,11 @@ from webapp.catalog.models import Environment
 from webapp.evaluations.export import episodes_parquet
 from webapp.evaluations.models import Evaluation
 from webapp.jobs.models import Job
-from webapp.jobs.services import job_heartbeat
 from webapp.runs.models import Run
 from webapp.runs.telemetry.export import rollouts_parquet
-from worker.play.jobs import LeaseLost
+from worker.play.jobs import job_progress
 
 DATA_PATH = "data/train-00000-of-00001.parquet"
-
-
-def _progress(job: Job, lease_owner: str, done: int) -> None:
-    if not job_heartbeat(job_id=job.pk, lease_owner=lease_owner, done=done):
-        raise LeaseLost
 
 
 def _json_block(value: Any) -> str:
@@ -113,16 +107,16 @@ def hub_push(job: Job, lease_owner: str) -> dict[str, Any]:
             evaluation = Evaluation.objects.get(pk=params["id"])
             rows = _write(episodes_parquet(evaluation), path)
             kind, body = _evaluation_card(evaluation, rows)
-        _progress(job, lease_owner, 1)
+        job_progress(job, lease_owner, 1)
         api = HfApi(endpoint=settings.ENVLAB_HF_ENDPOINT, token=token)
         repo = api.create_repo(params["repo_id"], repo_type="dataset", private=params["private"], exist_ok=True)
-        _progress(job, lease_owner, 2)
+        job_progress(job, lease_owner, 2)
         commit = api.create_commit(
             params["repo_id"], repo_type="dataset",
             operations=[CommitOperationAdd(DATA_PATH, str(path)), CommitOperationAdd("README.md", _card(kind, body))],
             commit_message=f"envlab: {rows} {kind} of {params['name']}"[:200],
         )
-        _progress(job, lease_owner, 3)
+        job_progress(job, lease_owner, 3)
         return {
             "repo_id": params["repo_id"], "url": str(repo), "rows": rows, "bytes": path.stat().st_size,
             "path": DATA_PATH, "commit": commit.oid,

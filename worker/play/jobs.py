@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from webapp.jobs.models import Job
-from webapp.jobs.services import job_finish
+from webapp.jobs.services import job_finish, job_heartbeat
 from webapp.settings.env import env_int
 
 log = logging.getLogger(__name__)
@@ -31,6 +31,13 @@ KINDS: dict[str, str] = {
 
 class LeaseLost(Exception):
     """The job's lease went to another worker (or the job was swept): stop, record nothing."""
+
+
+def job_progress(job: Job, lease_owner: str, done: int) -> None:
+    """Record that `done` items of the job are done, which renews its lease; LeaseLost when
+    the lease is no longer this worker's, so the job stops before doing more."""
+    if not job_heartbeat(job_id=job.pk, lease_owner=lease_owner, done=done):
+        raise LeaseLost
 
 
 def job_function(kind: str) -> Callable[[Job, str], dict[str, Any]]:

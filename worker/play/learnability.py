@@ -8,11 +8,10 @@ from typing import Any
 
 from envs.solvers import RANDOM, SOLVER, policy_for
 from webapp.jobs.models import Job
-from webapp.jobs.services import job_heartbeat
 from webapp.workbench.learnability import learnability_report, recipe_bounds
 from worker.episodes import disconnect, stated_iterations, tool_schemas
 from worker.play.dry_run import ENV_NAME, _Beat, job_setup, play_scored
-from worker.play.jobs import LeaseLost
+from worker.play.jobs import LeaseLost, job_progress
 
 POLICIES = (SOLVER, RANDOM)
 
@@ -37,8 +36,7 @@ def learnability(job: Job, lease_owner: str) -> dict[str, Any]:
                 policy = policy_for(key, tools=schemas, seed=int(row["seed"]) * 1000, kind=kind)
                 scores[kind].append(play_scored(terms, adapter, policy, row, max_calls))
                 done += 1
-                if not job_heartbeat(job_id=job.pk, lease_owner=lease_owner, done=done):
-                    raise LeaseLost
+                job_progress(job, lease_owner, done)
     finally:
         beat.stop()
         disconnect(adapter)

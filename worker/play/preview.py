@@ -13,12 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from webapp.jobs.models import Job
-from webapp.jobs.services import job_heartbeat
 from webapp.rewards.scoring import episode_from_adapter
 from webapp.workbench.composer import preview_scores
 from worker.episodes import disconnect, play_episode
 from worker.play.dry_run import _policy_factory, job_max_calls, job_setup
-from worker.play.jobs import LeaseLost
+from worker.play.jobs import job_progress
 
 
 def preview(job: Job, lease_owner: str) -> dict[str, Any]:
@@ -34,8 +33,7 @@ def preview(job: Job, lease_owner: str) -> dict[str, Any]:
         episode = episode_from_adapter(adapter, completion=played.messages[prompt_len:])
     finally:
         disconnect(adapter)
-    if not job_heartbeat(job_id=job.pk, lease_owner=lease_owner, done=1):
-        raise LeaseLost
+    job_progress(job, lease_owner, 1)
     return {
         **preview_scores(terms, episode),
         "episode": {

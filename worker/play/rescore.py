@@ -12,12 +12,11 @@ import logging
 from typing import Any
 
 from webapp.jobs.models import Job
-from webapp.jobs.services import job_heartbeat
 from webapp.rewards.terms import RewardTerm
 from webapp.runs.models import Rollout
 from webapp.workbench.rescore import Rescorer
 from worker.play.dry_run import _Beat
-from worker.play.jobs import LeaseLost
+from worker.play.jobs import LeaseLost, job_progress
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +52,7 @@ def rescore(job: Job, lease_owner: str) -> dict[str, Any]:
             for row in rows:
                 scorer.add(row)
             done += len(rows)
-            if not job_heartbeat(job_id=job.pk, lease_owner=lease_owner, done=done):
-                raise LeaseLost
+            job_progress(job, lease_owner, done)
         report = scorer.report()
     finally:
         beat.halt.set()
