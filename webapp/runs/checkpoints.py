@@ -140,21 +140,28 @@ def checkpoint_leftovers(base: Path) -> list[tuple[int | None, Path]]:
     return found
 
 
+def _checkpoint_folders(base: Path) -> list[tuple[int, Path]]:
+    """The `checkpoint-<step>` entries of the run folder `base` with their steps, complete or
+    not; none when the folder cannot be read (not made yet, or gone)."""
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return []
+    found: list[tuple[int, Path]] = []
+    for entry in entries:
+        match = CHECKPOINT_DIR_RE.fullmatch(entry.name)
+        if match is not None:
+            found.append((int(match.group(1)), entry))
+    return found
+
+
 def newest_complete_checkpoint(base: Path, *, up_to: int | None) -> tuple[int, Path] | None:
     """The newest complete GRPO checkpoint in the run folder `base` at or below step `up_to`,
     where a resume continues from (None: there is none, training starts over)."""
     if not up_to:
         return None
-    try:
-        entries = list(base.iterdir())
-    except OSError:
-        return None
     best: tuple[int, Path] | None = None
-    for entry in entries:
-        match = CHECKPOINT_DIR_RE.fullmatch(entry.name)
-        if match is None:
-            continue
-        step = int(match.group(1))
+    for step, entry in _checkpoint_folders(base):
         if 0 < step <= up_to and (best is None or step > best[0]) and checkpoint_complete(entry, step):
             best = (step, entry)
     return best
@@ -194,15 +201,7 @@ def run_checkpoints(*, run: Run) -> list[Checkpoint]:
     if facts is not None:
         found.append(Checkpoint(0, "warmup", facts[0], facts[1], warmup, adapter=saved == ADAPTER_CONFIG))
     recorded = run.checkpoint_step
-    try:
-        entries = list(base.iterdir()) if recorded else []
-    except OSError:
-        entries = []
-    for entry in entries:
-        match = CHECKPOINT_DIR_RE.fullmatch(entry.name)
-        if match is None:
-            continue
-        step = int(match.group(1))
+    for step, entry in _checkpoint_folders(base) if recorded else []:
         if recorded is None or step > recorded or step == 0:
             continue
         if not checkpoint_complete(entry, step):
