@@ -44,7 +44,7 @@ from webapp.evaluations.services import (
     evaluation_create_for_checkpoints,
     evaluation_request_cancel,
 )
-from webapp.runs.selectors import runs_visible_to
+from webapp.runs.selectors import run_for
 
 MAX_PAGE_SIZE = 100
 CHANGE_REFUSAL = (
@@ -278,7 +278,7 @@ class RunEvaluateCheckpointsApi(APIView):
 
     @extend_schema(request=CheckpointsIn, responses={201: EvaluationDetailOut})
     def post(self, request: Request, pk: int) -> Response:
-        run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+        run = run_for(user=request.user, pk=pk)
         data = CheckpointsIn(data=request.data)
         data.is_valid(raise_exception=True)
         evaluation = evaluation_create_for_checkpoints(

@@ -38,7 +38,7 @@ from webapp.evaluations.services import (
     evaluation_create_for_checkpoints,
 )
 from webapp.runs.config import RunConfigError
-from webapp.runs.selectors import runs_visible_to
+from webapp.runs.selectors import run_for
 
 # "run:<id>@<step|last>" on a line of the form: the notation Run.model shows a checkpoint in.
 EPISODES_PER_PAGE = 10
@@ -183,7 +183,7 @@ def evaluation_episode_replay(
 @throttle_posts("launch")
 @require_POST
 def run_evaluate_checkpoints(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+    run = run_for(user=request.user, pk=pk)
     try:
         evaluation = evaluation_create_for_checkpoints(
             owner=signed_in_user(request),

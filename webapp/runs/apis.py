@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 from django.http import StreamingHttpResponse
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -31,9 +30,8 @@ from webapp.runs.labels import run_delete, run_labels_update
 from webapp.runs.models import Run, WorkerHeartbeat
 from webapp.runs.presets import preset_config_for, presets
 from webapp.runs.selectors import (
-    RUN_CHANGE_REFUSAL,
-    run_can_change,
     run_events,
+    run_for,
     run_rollout_steps,
     runs_visible_to,
     runs_with_alerts,
@@ -91,7 +89,7 @@ RUNS_LIST_CAP = 200
 class RunRolloutStepsApi(APIView):
     @extend_schema(responses=RolloutStepsOut, description="{last_seq, steps: [[step, rollouts], ...]}, newest step first.")
     def get(self, request: Request, pk: int) -> Response:
-        run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+        run = run_for(user=request.user, pk=pk)
         # The seq is read first: every rollout counted is at or below it, later ones are live.
         last_seq = run.last_seq
         return Response({"last_seq": last_seq, "steps": run_rollout_steps(run=run, through_seq=last_seq)})
@@ -160,14 +158,11 @@ class RunDemoApi(WriteThrottled, APIView):
 
 
 def _visible_run(request: Request, pk: int) -> Run:
-    return get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+    return run_for(user=request.user, pk=pk)
 
 
 def _changeable_run(request: Request, pk: int) -> Run:
-    run = _visible_run(request, pk)
-    if not run_can_change(user=request.user, run=run):
-        raise PermissionDenied(RUN_CHANGE_REFUSAL)
-    return run
+    return run_for(user=request.user, pk=pk, change=True)
 
 
 def _owned_run(request: Request, pk: int) -> Run:

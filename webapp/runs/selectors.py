@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import PermissionDenied
 from django.db.models import (
     Prefetch,
     QuerySet,
 )
+from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
 from envs.adapters import episode_reward_rule
@@ -35,6 +37,16 @@ def run_can_change(*, user: User | AnonymousUser, run: Run) -> bool:
 RUN_CHANGE_REFUSAL = (
     "only the run's owner, or a user with the permission runs.change_run, may cancel or resume it"
 )
+
+
+def run_for(*, user: User | AnonymousUser, pk: int, change: bool = False) -> Run:
+    """The run `pk` as `user` may reach it: Http404 when they cannot see it, and with `change`,
+    PermissionDenied (RUN_CHANGE_REFUSAL) when they see it but may not cancel or resume it.
+    Pages and the API (DRF turns both into its own 404 and 403) share this."""
+    run = get_object_or_404(runs_visible_to(user=user), pk=pk)
+    if change and not run_can_change(user=user, run=run):
+        raise PermissionDenied(RUN_CHANGE_REFUSAL)
+    return run
 
 
 def run_rollouts(

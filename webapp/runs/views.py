@@ -7,10 +7,9 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -39,10 +38,10 @@ from webapp.runs.models import Rollout, Run
 from webapp.runs.presets import preset_config_for, preset_get, presets
 from webapp.runs.probe import PROBE_JOB_KIND, probe_start
 from webapp.runs.selectors import (
-    RUN_CHANGE_REFUSAL,
     run_alerts,
     run_can_change,
     run_environments,
+    run_for,
     run_progress,
     run_resumable,
     run_rollout_steps,
@@ -315,7 +314,7 @@ def _launch_again_source(request: HttpRequest) -> Run | None:
         return None
     if not (raw.isascii() and raw.isdigit() and len(raw) <= 12):
         raise Http404("no such run")
-    return get_object_or_404(runs_visible_to(user=request.user), pk=int(raw))
+    return run_for(user=request.user, pk=int(raw))
 
 
 def launch_again_config(run: Run) -> dict[str, Any]:
@@ -391,7 +390,7 @@ def _live_config(run: Run, last_seq: int, progress: dict[str, Any]) -> dict[str,
 
 @login_required
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+    run = run_for(user=request.user, pk=pk)
     # The sequence number is read before the data, so what the page shows covers at least
     # everything up to it; the live script skips events at or below it.
     last_seq = run.last_seq
@@ -480,10 +479,7 @@ def _linked_rollout(request: HttpRequest, run: Run, shown: list[Rollout]) -> lis
 
 def _changeable_run(request: HttpRequest, pk: int) -> Run:
     """404 for a run the user cannot see; 403 for one they see but may not change."""
-    run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
-    if not run_can_change(user=request.user, run=run):
-        raise PermissionDenied(RUN_CHANGE_REFUSAL)
-    return run
+    return run_for(user=request.user, pk=pk, change=True)
 
 
 @login_required

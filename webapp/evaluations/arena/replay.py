@@ -21,7 +21,7 @@ from django.urls import reverse
 from envs.registry import recorded_adapter, renderer_name
 from webapp.catalog.models import Environment
 from webapp.runs.models import Rollout, Run
-from webapp.runs.selectors import rollout_replay_url, runs_visible_to
+from webapp.runs.selectors import rollout_replay_url, run_for
 
 if TYPE_CHECKING:
     from webapp.evaluations.models import Evaluation, EvaluationEpisode
@@ -167,7 +167,7 @@ def replay_page(request: HttpRequest, replay: dict[str, Any]) -> HttpResponse:
 
 
 def _visible_rollout(request: HttpRequest, pk: int, seq: int) -> tuple[Run, Rollout]:
-    run = get_object_or_404(runs_visible_to(user=request.user), pk=pk)
+    run = run_for(user=request.user, pk=pk)
     return run, get_object_or_404(Rollout, run=run, seq=seq)
 
 

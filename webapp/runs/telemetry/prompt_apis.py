@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import Http404
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
@@ -20,8 +19,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.core.params import int_param
-from webapp.runs.models import Rollout, Run
-from webapp.runs.selectors import rollout_replay_url, runs_visible_to
+from webapp.runs.models import Rollout
+from webapp.runs.selectors import rollout_replay_url, run_for
 from webapp.runs.telemetry.prompts import (
     DEFAULT_PROMPT_ORDER,
     MAX_CHOSEN_STEPS,
@@ -92,10 +91,6 @@ class PromptTimelineOut(serializers.Serializer):
     steps = PromptTimelineStepOut(many=True)
 
 
-def _visible_run(request: Request, pk: int) -> Run:
-    return get_object_or_404(runs_visible_to(user=request.user), pk=pk)
-
-
 def _page_url(request: Request, page: int) -> str:
     params = request.query_params.copy()
     params["page"] = str(page)
@@ -113,7 +108,7 @@ class RunPromptListApi(APIView):
         responses=RunPromptListOut,
     )
     def get(self, request: Request, pk: int) -> Response:
-        run = _visible_run(request, pk)
+        run = run_for(user=request.user, pk=pk)
         order = request.query_params.get("order") or DEFAULT_PROMPT_ORDER
         if order not in PROMPT_ORDERS:
             raise ValidationError({"order": [f"use one of {', '.join(PROMPT_ORDERS)}"]})
@@ -142,7 +137,7 @@ class RunPromptTimelineApi(APIView):
         responses=PromptTimelineOut,
     )
     def get(self, request: Request, pk: int, key: str) -> Response:
-        run = _visible_run(request, pk)
+        run = run_for(user=request.user, pk=pk)
         try:
             steps = prompt_steps_parse(request.query_params.get("steps"))
         except PromptStepsError as exc:

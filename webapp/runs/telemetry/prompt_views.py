@@ -10,12 +10,12 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import urlencode
 
 from webapp.runs.models import Rollout, Run
-from webapp.runs.selectors import runs_visible_to
+from webapp.runs.selectors import run_for
 from webapp.runs.telemetry.prompts import (
     DEFAULT_PROMPT_ORDER,
     MAX_CHOSEN_STEPS,
@@ -30,10 +30,6 @@ from webapp.runs.telemetry.transcripts import transcript_messages
 PAGE_PROMPTS = 50
 MAX_PAGE = 100_000
 ORDER_LABELS = {"most_steps": "most steps first", "fewest_steps": "fewest steps first", "first_step": "first trained first"}
-
-
-def _run(request: HttpRequest, pk: int) -> Run:
-    return get_object_or_404(runs_visible_to(user=request.user), pk=pk)
 
 
 def _number(value: Any) -> str:
@@ -64,7 +60,7 @@ def _rollout(run: Run, rollout: Rollout) -> dict[str, Any]:
 
 @login_required
 def run_prompt_list(request: HttpRequest, pk: int) -> HttpResponse:
-    run = _run(request, pk)
+    run = run_for(user=request.user, pk=pk)
     order = request.GET.get("order") or DEFAULT_PROMPT_ORDER
     raw_page = request.GET.get("page") or "1"
     if order not in PROMPT_ORDERS:
@@ -112,7 +108,7 @@ def _bad_request(request: HttpRequest, run: Run, error: str) -> HttpResponse:
 
 @login_required
 def run_prompt_timeline_view(request: HttpRequest, pk: int, key: str) -> HttpResponse:
-    run = _run(request, pk)
+    run = run_for(user=request.user, pk=pk)
     raw_steps = request.GET.get("steps")
     try:
         steps = prompt_steps_parse(raw_steps)
