@@ -99,7 +99,7 @@ def evaluation_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def evaluation_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    evaluation = get_object_or_404(evaluations_visible_to(user=request.user), pk=pk)
+    evaluation = visible_evaluation(request, pk)
     columns = evaluation_columns(key=evaluation.environment_key)
     results = evaluation_results(evaluation=evaluation)
     series = evaluation_checkpoint_series(evaluation=evaluation)
@@ -172,7 +172,7 @@ def evaluation_csv(request: HttpRequest, pk: int) -> HttpResponse:
 def evaluation_episode_replay(
     request: HttpRequest, pk: int, model_index: int, index: int
 ) -> HttpResponse:
-    evaluation = get_object_or_404(evaluations_visible_to(user=request.user), pk=pk)
+    evaluation = visible_evaluation(request, pk)
     episode = get_object_or_404(
         EvaluationEpisode, evaluation=evaluation, model_index=model_index, index=index
     )
