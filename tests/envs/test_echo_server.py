@@ -90,31 +90,14 @@ def test_reset_rejects_bad_target() -> None:
 
 def test_http_routes(echo_url: str) -> None:
     description, schema = assert_bundled_routes(
-        echo_url, "echo", action="EchoAction", required=["message"]
+        echo_url, "echo", action="EchoAction", required=["message"],
+        observation=["echoed_message", "instruction"], state=["target", "max_steps", "done"],
     )
     assert description.startswith("Echoes each message back")
     assert schema["action"]["properties"]["message"]["maxLength"] == 2000
-    assert list(schema["observation"]["properties"]) == [
-        "done",
-        "reward",
-        "metadata",
-        "echoed_message",
-        "instruction",
-    ]
-    assert list(schema["state"]["properties"]) == [
-        "episode_id",
-        "step_count",
-        "target",
-        "max_steps",
-        "done",
-    ]
     # HTTP /state is stateless: a fresh, never-reset environment.
     assert get_json(f"{echo_url}/state") == {
-        "episode_id": None,
-        "step_count": 0,
-        "target": None,
-        "max_steps": 4,
-        "done": False,
+        "episode_id": None, "step_count": 0, "target": None, "max_steps": 4, "done": False
     }
 
 

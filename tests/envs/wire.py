@@ -77,12 +77,24 @@ def get_json(url: str) -> Any:
         return json.load(response)
 
 
+# The fields every observation and every state starts with: openenv's own, before a server's.
+BASE_OBSERVATION_FIELDS = ["done", "reward", "metadata"]
+BASE_STATE_FIELDS = ["episode_id", "step_count"]
+
+
 def assert_bundled_routes(
-    url: str, name: str, *, action: str, required: list[str]
+    url: str,
+    name: str,
+    *,
+    action: str,
+    required: list[str],
+    observation: list[str] | None = None,
+    state: list[str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The routes every bundled server shares: /health, envlab's /metadata for `name`, and a
-    /schema whose action is `action` with the `required` fields. Returns the metadata's
-    description and the schema, for the environment's own checks."""
+    /schema whose action is `action` with the `required` fields. Where given, the schema's
+    observation and state have these fields after openenv's own, in this order. Returns the
+    metadata's description and the schema, for the environment's own checks."""
     assert get_json(f"{url}/health") == {"status": "healthy"}
     metadata = get_json(f"{url}/metadata")
     assert metadata == envlab_metadata(name, metadata["description"])
@@ -90,6 +102,10 @@ def assert_bundled_routes(
     assert set(schema) == {"action", "observation", "reset_observation", "state"}
     assert schema["action"]["title"] == action
     assert schema["action"]["required"] == required
+    if observation is not None:
+        assert list(schema["observation"]["properties"]) == [*BASE_OBSERVATION_FIELDS, *observation]
+    if state is not None:
+        assert list(schema["state"]["properties"]) == [*BASE_STATE_FIELDS, *state]
     return metadata["description"], schema
 
 
