@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from tests.e2e.helpers import register_echo
-from tests.factories import RunFactory
+from tests.factories import EvaluationEpisodeFactory, RunFactory
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 
 pytestmark = pytest.mark.django_db
@@ -66,14 +66,9 @@ def test_the_page_shows_the_table_and_escaped_transcripts(
         format="json",
     )
     pk = made.json()["id"]
-    EvaluationEpisode.objects.create(
+    EvaluationEpisodeFactory(
         evaluation_id=pk,
-        model_index=0,
-        model="solver",
-        index=0,
         seed=1,
-        reward=1.0,
-        won=True,
         tool_calls=1,
         messages=[{"role": "user", "content": "Echo 'x'."}, {"role": "assistant", "content": XSS}],
     )
