@@ -22,6 +22,7 @@ from tests.envs.wire import (
     assert_openenv_validate_passes,
     assert_session_refused,
     over_error,
+    server_error,
     two_session_server,
 )
 
@@ -220,9 +221,7 @@ def test_steering_under_the_ball_wins(catch_url: str, seed: int) -> None:
             9,
         )
 
-        with pytest.raises(RuntimeError) as excinfo:
-            env.step(CatchAction(direction="stay"))
-        assert str(excinfo.value) == over_error(episode_id)
+        assert server_error(lambda: env.step(CatchAction(direction="stay"))) == over_error(episode_id)
         assert env.state().step_count == 9
 
 
@@ -243,16 +242,12 @@ def test_steering_away_loses(catch_url: str) -> None:
 
 def test_step_before_reset_is_an_error(catch_url: str) -> None:
     with open_catch_env(catch_url) as env:
-        with pytest.raises(RuntimeError) as excinfo:
-            env.step(CatchAction(direction="left"))
-        assert str(excinfo.value) == NOT_STARTED_ERROR
+        assert server_error(lambda: env.step(CatchAction(direction="left"))) == NOT_STARTED_ERROR
 
 
 def test_bad_seed_over_the_wire(catch_url: str) -> None:
     with open_catch_env(catch_url) as env:
-        with pytest.raises(RuntimeError) as excinfo:
-            env.reset(seed="abc")
-        assert str(excinfo.value) == (
+        assert server_error(lambda: env.reset(seed="abc")) == (
             "Server error: seed must be an integer, got 'abc' (code: EXECUTION_ERROR)"
         )
 

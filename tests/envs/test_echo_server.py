@@ -22,6 +22,7 @@ from tests.envs.wire import (
     assert_session_refused,
     get_json,
     over_error,
+    server_error,
     two_session_server,
 )
 
@@ -126,9 +127,7 @@ def test_exact_match_scores_one_and_ends_episode(echo_url: str) -> None:
             episode_id=episode_id, step_count=1, target="hello", max_steps=4, done=True
         )
 
-        with pytest.raises(RuntimeError) as excinfo:
-            env.step(EchoAction(message="hello"))
-        assert str(excinfo.value) == over_error(episode_id)
+        assert server_error(lambda: env.step(EchoAction(message="hello"))) == over_error(episode_id)
 
         # The socket survives the error; reset starts over.
         again = env.reset(target="hello")
@@ -174,9 +173,7 @@ def test_episode_ids(echo_url: str) -> None:
 
 def test_step_before_reset_is_an_error(echo_url: str) -> None:
     with open_echo_env(echo_url) as env:
-        with pytest.raises(RuntimeError) as excinfo:
-            env.step(EchoAction(message="hello"))
-        assert str(excinfo.value) == NOT_STARTED_ERROR
+        assert server_error(lambda: env.step(EchoAction(message="hello"))) == NOT_STARTED_ERROR
         assert env.state().episode_id is None
 
 
@@ -234,9 +231,7 @@ def test_server_restart_is_detectable() -> None:
             old_id = env.reset(target="hello").observation.metadata["episode_id"]
         with run_env_server(APP, SERVER_ENV, port=port):
             # The client reconnects silently to a brand-new environment.
-            with pytest.raises(RuntimeError) as excinfo:
-                env.step(EchoAction(message="hello"))
-            assert str(excinfo.value) == NOT_STARTED_ERROR
+            assert server_error(lambda: env.step(EchoAction(message="hello"))) == NOT_STARTED_ERROR
             new_id = env.reset(target="hello").observation.metadata["episode_id"]
             assert new_id != old_id
     finally:

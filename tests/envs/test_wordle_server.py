@@ -32,6 +32,7 @@ from tests.envs.wire import (
     assert_session_refused,
     get_json,
     over_error,
+    server_error,
     two_session_server,
 )
 
@@ -234,9 +235,7 @@ def test_win(wordle_url: str) -> None:
             won=True,
         )
 
-        with pytest.raises(RuntimeError) as excinfo:
-            env.step(WordleAction(guess="crane"))
-        assert str(excinfo.value) == over_error(episode_id)
+        assert server_error(lambda: env.step(WordleAction(guess="crane"))) == over_error(episode_id)
         assert env.state().step_count == 2
 
         # The socket survives the error; reset starts over.
@@ -267,9 +266,7 @@ def test_loss(wordle_url: str) -> None:
         assert last.board == "\n".join(feedback_lines(g, "XXXXX") for g in guesses)
         assert last.won is False
         assert last.metadata == metadata(episode_id, 6, num_guesses=6)
-        with pytest.raises(RuntimeError) as excinfo:
-            env.step(WordleAction(guess="crane"))
-        assert str(excinfo.value) == over_error(episode_id)
+        assert server_error(lambda: env.step(WordleAction(guess="crane"))) == over_error(episode_id)
 
 
 def test_repeated_letters_over_the_wire(wordle_url: str) -> None:
@@ -334,9 +331,7 @@ def test_state_never_holds_the_secret(wordle_url: str) -> None:
 
 def test_step_before_reset_is_an_error(wordle_url: str) -> None:
     with open_wordle_env(wordle_url) as env:
-        with pytest.raises(RuntimeError) as excinfo:
-            env.step(WordleAction(guess="crane"))
-        assert str(excinfo.value) == NOT_STARTED_ERROR
+        assert server_error(lambda: env.step(WordleAction(guess="crane"))) == NOT_STARTED_ERROR
 
 
 def test_overlong_guess_is_a_validation_error_and_no_step(wordle_url: str) -> None:

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,14 @@ NOT_STARTED_ERROR = (
     "Server error: No episode in progress: call reset() first (a restarted server gives "
     "a reconnecting client a fresh environment) (code: EXECUTION_ERROR)"
 )
+
+
+def server_error(call: Callable[[], object]) -> str:
+    """The message of the RuntimeError a client's `call` raises: how an openenv client reports
+    what the server refused."""
+    with pytest.raises(RuntimeError) as excinfo:
+        call()
+    return str(excinfo.value)
 
 
 def over_error(episode_id: str) -> str:
