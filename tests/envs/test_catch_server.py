@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from websockets.sync.client import connect as ws_connect
 
 from envs.catch import server as catch_server
 from envs.catch.client import open_catch_env
@@ -22,6 +20,7 @@ from tests.envs.wire import (
     assert_openenv_validate_passes,
     assert_session_refused,
     over_error,
+    refused_then_stepped,
     server_error,
     two_session_server,
 )
@@ -253,20 +252,17 @@ def test_bad_seed_over_the_wire(catch_url: str) -> None:
 
 
 def test_unknown_direction_is_refused_before_the_step(catch_url: str) -> None:
-    ws_url = catch_url.replace("http://", "ws://") + "/ws"
-    with ws_connect(ws_url, proxy=None) as ws:
-        ws.send(json.dumps({"type": "reset", "data": {"seed": 4}}))
-        assert json.loads(ws.recv(timeout=5))["type"] == "observation"
-        ws.send(json.dumps({"type": "step", "data": {"direction": "up"}}))
-        error = json.loads(ws.recv(timeout=5))
-        assert error["type"] == "error"
-        assert error["data"]["code"] == "VALIDATION_ERROR"
-        assert error["data"]["errors"][0]["type"] == "literal_error"
-        ws.send(json.dumps({"type": "step", "data": {"direction": "stay"}}))
-        reply = json.loads(ws.recv(timeout=5))["data"]
-        assert reply["observation"]["metadata"]["step_count"] == 1
-        assert reply["metadata"]["step_count"] == 1
-        assert reply["reward"] == 0.0
+    first, error, stepped = refused_then_stepped(
+        catch_url, {"seed": 4}, {"direction": "up"}, {"direction": "stay"}
+    )
+    assert first["type"] == "observation"
+    assert error["type"] == "error"
+    assert error["data"]["code"] == "VALIDATION_ERROR"
+    assert error["data"]["errors"][0]["type"] == "literal_error"
+    reply = stepped["data"]
+    assert reply["observation"]["metadata"]["step_count"] == 1
+    assert reply["metadata"]["step_count"] == 1
+    assert reply["reward"] == 0.0
 
 
 def test_capacity_reached() -> None:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from websockets.sync.client import connect as ws_connect
 
 from envs.common import max_concurrent_envs
 from envs.echo.client import EchoEnv, open_echo_env
@@ -22,6 +20,7 @@ from tests.envs.wire import (
     assert_session_refused,
     get_json,
     over_error,
+    refused_then_stepped,
     server_error,
     two_session_server,
 )
@@ -193,20 +192,16 @@ def test_concurrent_sessions_are_independent(echo_url: str) -> None:
 
 
 def test_wire_protocol_validation_error(echo_url: str) -> None:
-    ws_url = echo_url.replace("http://", "ws://") + "/ws"
-    with ws_connect(ws_url, proxy=None) as ws:
-        ws.send(json.dumps({"type": "reset", "data": {"target": "hi"}}))
-        reply = json.loads(ws.recv(timeout=5))
-        assert reply["type"] == "observation"
-        assert set(reply["data"]) == {"observation", "reward", "done", "metadata"}
-        ws.send(json.dumps({"type": "step", "data": {"message": "y" * 2001}}))
-        error = json.loads(ws.recv(timeout=5))
-        assert error["type"] == "error"
-        assert error["data"]["message"] == "Invalid message"
-        assert error["data"]["code"] == "VALIDATION_ERROR"
-        assert error["data"]["errors"][0]["type"] == "string_too_long"
-        ws.send(json.dumps({"type": "step", "data": {"message": "hi"}}))
-        assert json.loads(ws.recv(timeout=5))["data"]["reward"] == 1.0
+    reply, error, stepped = refused_then_stepped(
+        echo_url, {"target": "hi"}, {"message": "y" * 2001}, {"message": "hi"}
+    )
+    assert reply["type"] == "observation"
+    assert set(reply["data"]) == {"observation", "reward", "done", "metadata"}
+    assert error["type"] == "error"
+    assert error["data"]["message"] == "Invalid message"
+    assert error["data"]["code"] == "VALIDATION_ERROR"
+    assert error["data"]["errors"][0]["type"] == "string_too_long"
+    assert stepped["data"]["reward"] == 1.0
 
 
 def test_capacity_reached() -> None:

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from websockets.sync.client import connect as ws_connect
 
 from envs.wordle.client import open_wordle_env
 from envs.wordle.models import WordleAction, WordleState
@@ -32,6 +31,7 @@ from tests.envs.wire import (
     assert_session_refused,
     get_json,
     over_error,
+    refused_then_stepped,
     server_error,
     two_session_server,
 )
@@ -335,19 +335,16 @@ def test_step_before_reset_is_an_error(wordle_url: str) -> None:
 
 
 def test_overlong_guess_is_a_validation_error_and_no_step(wordle_url: str) -> None:
-    ws_url = wordle_url.replace("http://", "ws://") + "/ws"
-    with ws_connect(ws_url, proxy=None) as ws:
-        ws.send(json.dumps({"type": "reset", "data": {"word": "crane"}}))
-        assert json.loads(ws.recv(timeout=5))["type"] == "observation"
-        ws.send(json.dumps({"type": "step", "data": {"guess": "y" * 101}}))
-        error = json.loads(ws.recv(timeout=5))
-        assert error["type"] == "error"
-        assert error["data"]["code"] == "VALIDATION_ERROR"
-        assert error["data"]["errors"][0]["type"] == "string_too_long"
-        ws.send(json.dumps({"type": "step", "data": {"guess": "crane"}}))
-        reply = json.loads(ws.recv(timeout=5))["data"]
-        assert reply["reward"] == 1.0
-        assert reply["metadata"]["step_count"] == 1
+    first, error, stepped = refused_then_stepped(
+        wordle_url, {"word": "crane"}, {"guess": "y" * 101}, {"guess": "crane"}
+    )
+    assert first["type"] == "observation"
+    assert error["type"] == "error"
+    assert error["data"]["code"] == "VALIDATION_ERROR"
+    assert error["data"]["errors"][0]["type"] == "string_too_long"
+    reply = stepped["data"]
+    assert reply["reward"] == 1.0
+    assert reply["metadata"]["step_count"] == 1
 
 
 def test_capacity_reached() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from websockets.sync.client import connect as ws_connect
 
 from tests.envs.servers import run_server_command
 from tests.support.ports import free_port
@@ -52,6 +53,21 @@ def two_session_server(module: str) -> Iterator[str]:
     command = [sys.executable, "-m", module, "--port", str(port)]
     with run_server_command(command, url, {**SERVER_ENV, "MAX_CONCURRENT_ENVS": "2"}):
         yield url
+
+
+def refused_then_stepped(
+    url: str, reset: dict[str, Any], refused: dict[str, Any], step: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Over the server's raw WebSocket: reset with `reset`, send the step `refused` (an action its
+    schema refuses), then the step `step`. Returns the three replies: the reset's, the refusal,
+    and the step's, so a test sees that the refused action did not count as a step."""
+    with ws_connect(url.replace("http://", "ws://") + "/ws", proxy=None) as ws:
+        replies = []
+        for kind, data in (("reset", reset), ("step", refused), ("step", step)):
+            ws.send(json.dumps({"type": kind, "data": data}))
+            replies.append(json.loads(ws.recv(timeout=5)))
+    first, error, stepped = replies
+    return first, error, stepped
 
 
 def assert_session_refused(client: Any) -> None:
