@@ -12,7 +12,7 @@ import factory
 from django.contrib.auth import get_user_model
 
 from webapp.catalog.models import Environment
-from webapp.evaluations.models import Evaluation
+from webapp.evaluations.models import Evaluation, EvaluationEpisode
 from webapp.jobs.models import Job
 from webapp.rewards.models import RewardRecipe, RewardRecipeVersion
 from webapp.runs.models import Rollout, Run
@@ -92,6 +92,20 @@ class EvaluationFactory(factory.django.DjangoModelFactory):
     seed = 1
     total = factory.SelfAttribute("episodes")
     status = Evaluation.Status.SUCCEEDED
+
+
+class EvaluationEpisodeFactory(factory.django.DjangoModelFactory):
+    """The first model's first episode, won with reward 1.0: a test passes its evaluation (or
+    evaluation_id), the seed it was played on and the transcript it shows."""
+
+    class Meta:
+        model = EvaluationEpisode
+
+    model_index = 0
+    model = "solver"
+    index = 0
+    reward = 1.0
+    won = True
 
 
 class JobFactory(factory.django.DjangoModelFactory):

@@ -11,6 +11,7 @@ import os
 import pytest
 
 from tests.factories import RunFactory
+from tests.support.checkpoints import checkpoint_folder
 from webapp.runs.models import Run, RunEvent
 from webapp.runs.services import run_launch
 
@@ -162,18 +163,9 @@ def test_only_whole_checkpoints_are_listed_and_taken_as_a_model(api, owner, echo
     )
     base = settings.RUNS_DIR / str(run.pk)
     _checkpoint(settings, run, 4)  # before markers, whole: still counts
-    marked = base / "checkpoint-8"
-    marked.mkdir()
-    (marked / "config.json").write_text("{}")
-    (marked / "envlab-complete.json").write_text('{"step": 8, "files": {"config.json": 2}}')
-    torn = base / "checkpoint-12"
-    torn.mkdir()
-    (torn / "config.json").write_text("{}")
-    (torn / "trainer_state.json").write_text('{"global_step": 12, "log_hist')
-    staging = base / ".saving-checkpoint-12" / "checkpoint-12"
-    staging.mkdir(parents=True)
-    (staging / "config.json").write_text("{}")
-    (staging / "envlab-complete.json").write_text('{"step": 12}')
+    checkpoint_folder(base / "checkpoint-8", {"envlab-complete.json": '{"step": 8, "files": {"config.json": 2}}'})
+    checkpoint_folder(base / "checkpoint-12", {"trainer_state.json": '{"global_step": 12, "log_hist'})
+    checkpoint_folder(base / ".saving-checkpoint-12" / "checkpoint-12", {"envlab-complete.json": '{"step": 12}'})
 
     assert [c["step"] for c in api.get(f"/api/runs/{run.pk}/").json()["checkpoints"]] == [4, 8]
     response = api.post("/api/runs/", config(echo_env.pk, model={"run": run.pk}), format="json")

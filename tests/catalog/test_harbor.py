@@ -68,31 +68,34 @@ def harbor_url(dataset: Path) -> Iterator[str]:
         yield url
 
 
-def expected_tasks(dataset: Path) -> list[dict[str, Any]]:
+def register_harbor(api: Any, name: str, base_url: str, **fields: Any) -> Any:
+    """POST a Harbor server's registration as `name`; the API's response."""
+    body = {"name": name, "kind": "harbor", "base_url": base_url, **fields}
+    return api.post("/api/environments/", body, format="json")
+
+
+def expected_tasks(dataset: Path, *, with_toml: bool = False) -> list[dict[str, Any]]:
     """The tasks as the Task API lists them: no difficulty or tags (those are task.toml's,
-    which openenv's Task API does not serve), instructions stripped and clipped."""
-    return [
-        {
-            "index": 0,
-            "name": "hello-world",
-            "task_id": str(dataset / "tasks" / "hello-world"),
-            "dataset": str(dataset),
-            "instruction": INSTRUCTION.strip(),
-            "difficulty": "",
-            "category": "",
-            "tags": [],
-        },
-        {
-            "index": 1,
-            "name": "sum-numbers",
-            "task_id": str(dataset / "tasks" / "sum-numbers"),
-            "dataset": str(dataset),
-            "instruction": ("Add the numbers in /app/in.txt. " + "x" * 2000)[:299] + "…",
-            "difficulty": "",
-            "category": "",
-            "tags": [],
-        },
+    which openenv's Task API does not serve), instructions stripped and clipped. `with_toml`:
+    as the folder reader reads them, with task.toml's difficulty, category and tags."""
+    tasks = [
+        ("hello-world", INSTRUCTION.strip(), ("easy", "files", ["bash", "files"])),
+        ("sum-numbers", ("Add the numbers in /app/in.txt. " + "x" * 2000)[:299] + "…", ("medium", "", ["math"])),
     ]
+    expected = []
+    for index, (name, instruction, toml) in enumerate(tasks):
+        difficulty, category, tags = toml if with_toml else ("", "", [])
+        expected.append({
+            "index": index,
+            "name": name,
+            "task_id": str(dataset / "tasks" / name),
+            "dataset": str(dataset),
+            "instruction": instruction,
+            "difficulty": difficulty,
+            "category": category,
+            "tags": tags,
+        })
+    return expected
 
 
 # --- the folder reader ---------------------------------------------------------------------
@@ -102,28 +105,7 @@ def test_dataset_folder_is_read_in_the_catalog_shape(tmp_path: Path) -> None:
     root = make_dataset(tmp_path / "bench")
     assert harbor_dataset_read(root) == {
         "datasets": [{"name": str(root), "num_tasks": 2}],
-        "tasks": [
-            {
-                "index": 0,
-                "name": "hello-world",
-                "task_id": str(root / "tasks" / "hello-world"),
-                "dataset": str(root),
-                "instruction": INSTRUCTION.strip(),
-                "difficulty": "easy",
-                "category": "files",
-                "tags": ["bash", "files"],
-            },
-            {
-                "index": 1,
-                "name": "sum-numbers",
-                "task_id": str(root / "tasks" / "sum-numbers"),
-                "dataset": str(root),
-                "instruction": ("Add the numbers in /app/in.txt. " + "x" * 2000)[:299] + "…",
-                "difficulty": "medium",
-                "category": "",
-                "tags": ["math"],
-            },
-        ],
+        "tasks": expected_tasks(root, with_toml=True),
     }
 
 
@@ -161,11 +143,7 @@ def test_registering_a_harbor_server_stores_its_catalog(
 ) -> None:
     from openenv.harbor.capabilities import capabilities
 
-    response = api.post(
-        "/api/environments/",
-        {"name": "mini-bench", "kind": "harbor", "base_url": harbor_url, "measure_capacity": True},
-        format="json",
-    )
+    response = register_harbor(api, "mini-bench", harbor_url, measure_capacity=True)
     assert response.status_code == 201, response.json()
     body = response.json()
     report = capabilities(datasets=[str(dataset)], llm={}).to_dict()
@@ -220,11 +198,7 @@ def test_registering_a_harbor_server_stores_its_catalog(
 
 
 def test_an_openenv_server_is_not_taken_for_a_harbor_one(api: Any, echo_url: str) -> None:
-    response = api.post(
-        "/api/environments/",
-        {"name": "my-echo", "kind": "harbor", "base_url": echo_url},
-        format="json",
-    )
+    response = register_harbor(api, "my-echo", echo_url)
     assert response.status_code == 400
     assert response.json() == {
         "base_url": ["the server offers no MCP tool 'run_rollout': not an OpenEnv Harbor server"]
@@ -249,11 +223,7 @@ def test_bad_answers_are_refused_and_store_nothing(
 ) -> None:
     env = {"HARBOR_STUB_DATASET": str(dataset), "HARBOR_STUB_BREAK": fault}
     with run_env_server("tests.envs.harbor_stub:app", env, startup_timeout=60) as url:
-        response = api.post(
-            "/api/environments/",
-            {"name": "broken", "kind": "harbor", "base_url": url},
-            format="json",
-        )
+        response = register_harbor(api, "broken", url)
     assert response.status_code == 400
     assert response.json() == {
         "base_url": [

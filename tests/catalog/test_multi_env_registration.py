@@ -47,6 +47,13 @@ def ors_url() -> Iterator[str]:
         yield url
 
 
+def _name_taken(owner: Any, name: str) -> Environment:
+    """An environment that only holds `name`: never probed, at a port nothing answers on."""
+    return EnvironmentFactory(
+        owner=owner, name=name, base_url="http://127.0.0.1:9", status=Environment.Status.UNKNOWN
+    )
+
+
 def _catalog() -> list[tuple[Any, ...]]:
     """Every row as (name, owner, kind, base_url, status, ors_env, shared), by name."""
     return [
@@ -120,12 +127,7 @@ def test_shared_and_capacity_apply_to_every_entry(api, ors_url):
 
 
 def test_one_name_taken_refuses_the_whole_set_and_changes_nothing(api, owner, ors_url):
-    EnvironmentFactory(
-        owner=owner,
-        name="lab-guessnumber",
-        base_url="http://127.0.0.1:9",
-        status=Environment.Status.UNKNOWN,
-    )
+    _name_taken(owner, "lab-guessnumber")
     before = _catalog()
 
     response = api.post("/api/environments/", {"name": "lab", "base_url": ors_url}, format="json")
@@ -144,12 +146,7 @@ def test_one_name_taken_refuses_the_whole_set_and_changes_nothing(api, owner, or
 def test_another_users_names_do_not_stand_in_the_way(api, outsider, ors_url):
     """Names are unique per owner (security review K5): an outsider's private entry of one of
     the names neither refuses the set nor is mentioned."""
-    EnvironmentFactory(
-        owner=outsider,
-        name="lab-guessnumber",
-        base_url="http://127.0.0.1:9",
-        status=Environment.Status.UNKNOWN,
-    )
+    _name_taken(outsider, "lab-guessnumber")
 
     response = api.post("/api/environments/", {"name": "lab", "base_url": ors_url}, format="json")
 
@@ -171,9 +168,7 @@ def test_a_bundled_name_among_the_entries_refuses_the_set(api, ors_url):
 
 
 def test_the_given_name_itself_must_be_free_too(api, owner, ors_url):
-    EnvironmentFactory(
-        owner=owner, name="lab", base_url="http://127.0.0.1:9", status=Environment.Status.UNKNOWN,
-    )
+    _name_taken(owner, "lab")
 
     response = api.post("/api/environments/", {"name": "lab", "base_url": ors_url}, format="json")
 
@@ -190,12 +185,7 @@ def test_a_name_taken_by_a_concurrent_request_rolls_the_set_back(api, ors_url, m
     def check_then_lose_the_race(**kwargs: Any) -> dict[str, list[str]]:
         answer = real_check(**kwargs)
         if not Environment.objects.filter(name="lab-guessnumber").exists():
-            EnvironmentFactory(
-                owner=kwargs["owner"],
-                name="lab-guessnumber",
-                base_url="http://127.0.0.1:9",
-                status=Environment.Status.UNKNOWN,
-            )
+            _name_taken(kwargs["owner"], "lab-guessnumber")
         return answer
 
     monkeypatch.setattr(services, "_names_taken", check_then_lose_the_race)
@@ -331,12 +321,7 @@ def test_the_form_with_ors_env_registers_one_and_opens_it(owner_client, ors_url)
 
 
 def test_the_form_shows_a_name_clash_next_to_the_name_and_stores_nothing(owner_client, owner, ors_url):
-    EnvironmentFactory(
-        owner=owner,
-        name="lab-echo",
-        base_url="http://127.0.0.1:9",
-        status=Environment.Status.UNKNOWN,
-    )
+    _name_taken(owner, "lab-echo")
     before = _catalog()
 
     response = owner_client.post(reverse("environment-list"), _form(name="lab", base_url=ors_url))

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 
 from envs import netguard
-from tests.catalog.outbound_servers import closed_port_url, http_server, raw_server
+from tests.catalog.outbound_servers import Served, closed_port_url, http_server, raw_server
 from webapp.catalog.kinds import probe_environment
 from webapp.catalog.models import Environment
 from webapp.catalog.probe import ProbeError, probe_capacity
@@ -244,26 +245,29 @@ def test_a_huge_body_is_refused(api, settings) -> None:
     assert Environment.objects.count() == 0
 
 
-def test_detection_does_not_double_the_wait_for_a_silent_server(settings) -> None:
-    settings.ENVLAB_PROBE_TIMEOUT = 1.0
+def _refused_by_a_silent_server(probe: Callable[[str], object]) -> tuple[Served, str, float]:
+    """Point `probe` at a server that takes the connection and never answers. Returns the
+    server (its hits), the ProbeError's message, and the seconds the refusal took."""
     with raw_server(b"") as silent:
         started = time.monotonic()
         with pytest.raises(ProbeError) as refused:
-            probe_environment(silent.url)
+            probe(silent.url)
         elapsed = time.monotonic() - started
-    assert str(refused.value) == unreadable(silent.url)
+    return silent, str(refused.value), elapsed
+
+
+def test_detection_does_not_double_the_wait_for_a_silent_server(settings) -> None:
+    settings.ENVLAB_PROBE_TIMEOUT = 1.0
+    silent, message, elapsed = _refused_by_a_silent_server(probe_environment)
+    assert message == unreadable(silent.url)
     assert silent.hits == ["GET /health"]
     assert 1.0 <= elapsed < 1.8
 
 
 def test_capacity_of_a_silent_server_is_refused_within_its_timeout(settings) -> None:
     settings.ENVLAB_PROBE_TIMEOUT = 1.0
-    with raw_server(b"") as silent:
-        started = time.monotonic()
-        with pytest.raises(ProbeError) as refused:
-            probe_capacity(silent.url)
-        elapsed = time.monotonic() - started
-    assert str(refused.value) == unreadable(silent.url)
+    silent, message, elapsed = _refused_by_a_silent_server(probe_capacity)
+    assert message == unreadable(silent.url)
     assert elapsed < 2
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rest_framework.test import APIClient
@@ -20,6 +23,21 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.25) -> An
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(interval)
+
+
+def freeze_when(child: int, condition: Callable[[], Any], timeout: float, what: str) -> None:
+    """Freeze the training process `child` (SIGSTOP) the moment `condition` holds, and keep it
+    frozen only if it still holds once frozen (else let it go on and wait for the next chance):
+    a chaos test then acts at that moment and sends SIGCONT itself."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            os.kill(child, signal.SIGSTOP)
+            if condition():
+                return
+            os.kill(child, signal.SIGCONT)
+        time.sleep(0.002)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 def run_config(

@@ -8,14 +8,20 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 
-from tests.e2e.helpers import metric_steps, register_echo, run_config, wait_for, wait_status
+from tests.e2e.helpers import (
+    freeze_when,
+    metric_steps,
+    register_echo,
+    run_config,
+    wait_for,
+    wait_status,
+)
 from tests.support.chaos import seconds_until_progress
 from tests.support.processes import worker_child_pids
 from webapp.runs.checkpoints import STAGING_PREFIX
@@ -45,20 +51,6 @@ def _training(api, echo_url: str, worker, max_steps: int, save_steps: int) -> tu
     return run_id, child
 
 
-def _stopped_when(child: int, condition, timeout: float, what: str) -> None:
-    """Freeze the training process the moment `condition` holds, and keep it frozen only if it
-    still holds once frozen (else let it go on and wait for the next chance)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            os.kill(child, signal.SIGSTOP)
-            if condition():
-                return
-            os.kill(child, signal.SIGCONT)
-        time.sleep(0.002)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-
-
 @pytest.mark.chaos
 def test_a_kill_between_a_flush_and_the_next_checkpoint_replays_without_mixing(api, echo_url, worker, chaos_row):
     max_steps = 12
@@ -69,7 +61,7 @@ def test_a_kill_between_a_flush_and_the_next_checkpoint_replays_without_mixing(a
         newest = max(metric_steps(run_id, "reward"), default=0)
         return checkpoint > 0 and newest >= checkpoint + 2 and checkpoint + 4 <= max_steps
 
-    _stopped_when(child, flushed_past_checkpoint, 300, "two steps stored past a checkpoint")
+    freeze_when(child, flushed_past_checkpoint, 300, "two steps stored past a checkpoint")
     run = Run.objects.get(pk=run_id)
     checkpoint = run.checkpoint_step
     before = {
@@ -115,7 +107,7 @@ def test_a_kill_during_a_checkpoint_save_is_cleaned_up_and_the_run_resumes_whole
             return []
 
     # Every step saves: the process is frozen while one of its saves is under way.
-    _stopped_when(child, lambda: bool(saving()) and Run.objects.get(pk=run_id).step >= 2, 300, "a save under way")
+    freeze_when(child, lambda: bool(saving()) and Run.objects.get(pk=run_id).step >= 2, 300, "a save under way")
     [cut_short] = saving()
     cut_step = int(cut_short.rsplit("-", 1)[1])
     killed_at = Run.objects.get(pk=run_id).step

@@ -25,6 +25,14 @@ def _row(index: int) -> str:
     return f'#term-tree > li.term[data-path="terms.{index}"]'
 
 
+def _new_recipe(browser, web):
+    """A signed-in page on the composer of a new recipe, once the composer is ready."""
+    page = browser.new_page()
+    log_in(page, web, "/rewards/new/")
+    page.wait_for_selector("#composer-page[data-mode=new]")
+    return page
+
+
 def _add_term(page, index: int, kind: str, name: str, params: dict[str, str]) -> None:
     page.click("#add-term")
     page.wait_for_selector(_row(index))
@@ -38,9 +46,7 @@ def _add_term(page, index: int, kind: str, name: str, params: dict[str, str]) ->
 @pytest.mark.slow
 def test_compose_the_wordle_recipe_save_it_dry_run_it_and_see_the_histogram(api, wordle_url, worker, web, browser):
     env_id = register_lab_entry(api, "wordle", wordle_url)
-    page = browser.new_page()
-    log_in(page, web, "/rewards/new/")
-    page.wait_for_selector("#composer-page[data-mode=new]")
+    page = _new_recipe(browser, web)
 
     page.fill("#recipe-name", "wordle three terms")
     _add_term(page, 0, "success_bonus", "win", {"speed_bonus": "0.5", "steps": "num_guesses", "max_steps": "6"})
@@ -130,9 +136,7 @@ def test_preview_scores_a_stored_rollout_with_the_draft_and_shows_the_tree_as_te
 @pytest.mark.slow
 def test_play_a_fresh_episode_with_an_unsaved_draft_and_see_its_tree_and_transcript(api, wordle_url, worker, web, browser):
     env_id = register_lab_entry(api, "wordle", wordle_url)
-    page = browser.new_page()
-    log_in(page, web, "/rewards/new/")
-    page.wait_for_selector("#composer-page[data-mode=new]")
+    page = _new_recipe(browser, web)
     _add_term(page, 0, "success_bonus", "win", {"speed_bonus": "0.5", "steps": "num_guesses", "max_steps": "6"})
     # Limited to the run-local name given below, and to a name shown as text, never as markup.
     mine, elsewhere = "my-wordle", '<img src=x onerror="window.__xss=1">'

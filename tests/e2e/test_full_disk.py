@@ -13,13 +13,19 @@ import errno
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import metric_steps, register_echo, run_config, wait_for, wait_status
+from tests.e2e.helpers import (
+    freeze_when,
+    metric_steps,
+    register_echo,
+    run_config,
+    wait_for,
+    wait_status,
+)
 from tests.support.processes import worker_child_pids
 from webapp.runs.checkpoints import CHECKPOINT_MARKER, run_checkpoints, run_dir
 from webapp.runs.models import Run, RunEvent
@@ -86,15 +92,7 @@ def test_a_full_disk_under_a_worker_fails_one_save_and_the_run_still_succeeds(
         return (run.checkpoint_step or 0) >= SAVE_STEPS and run.step < 2 * SAVE_STEPS - 1
 
     # Frozen between the first checkpoint and the next save, so the filling cannot miss it.
-    deadline = time.monotonic() + 300
-    while True:
-        assert time.monotonic() < deadline, "the first checkpoint was never stored"
-        if between_saves():
-            os.kill(child, signal.SIGSTOP)
-            if between_saves():
-                break
-            os.kill(child, signal.SIGCONT)
-        time.sleep(0.01)
+    freeze_when(child, between_saves, 300, "the first checkpoint stored, the next save not begun")
     try:
         filled_at = Run.objects.get(pk=run_id).step
         assert _fill(folder) > 0

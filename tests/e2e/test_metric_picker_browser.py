@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+from typing import Any
 
 import pytest
 
@@ -78,9 +79,16 @@ def _plot(page, selector: str) -> dict:
     )
 
 
-def _log_in(page, web: str, run_id: int) -> None:
-    log_in(page, web, f"/runs/{run_id}/")
+def _live_run_page(browser, owner, web: str, name: str, steps: range) -> tuple[Any, Any]:
+    """A run `name` held by a worker, as training has it, with `steps` logged (in a thread),
+    and a signed-in page on it once the page is live."""
+    run = RunFactory(owner=owner, name=name, config={"model": "demo:echo"}, max_steps=20)
+    run_claim(run_id=run.pk, lease_owner="browser-test", worker_name="test")
+    _push_in_thread(run.pk, steps)
+    page = browser.new_page()
+    log_in(page, web, f"/runs/{run.pk}/")
     page.wait_for_selector('#run-page[data-live="live"]', timeout=20_000)
+    return run, page
 
 
 def _wait_saved(page) -> None:
@@ -90,11 +98,7 @@ def _wait_saved(page) -> None:
 
 
 def test_add_a_chart_from_the_picker_smooth_it_and_keep_the_layout(browser, owner, web):
-    run = RunFactory(owner=owner, name="picker", config={"model": "demo:echo"}, max_steps=20)
-    run_claim(run_id=run.pk, lease_owner="browser-test", worker_name="test")
-    _push_in_thread(run.pk, range(1, 3))
-    page = browser.new_page()
-    _log_in(page, web, run.pk)
+    run, page = _live_run_page(browser, owner, web, "picker", range(1, 3))
 
     # The picker lists every key the run logged, by prefix, never the lab's own "_" keys.
     page.click("#metric-picker > summary")
@@ -175,11 +179,7 @@ def test_add_a_chart_from_the_picker_smooth_it_and_keep_the_layout(browser, owne
 
 
 def test_picker_learns_live_keys_shows_them_as_text_and_removes_charts(browser, owner, web):
-    run = RunFactory(owner=owner, name="live keys", config={"model": "demo:echo"}, max_steps=20)
-    run_claim(run_id=run.pk, lease_owner="browser-test", worker_name="test")
-    _push_in_thread(run.pk, range(1, 2))
-    page = browser.new_page()
-    _log_in(page, web, run.pk)
+    run, page = _live_run_page(browser, owner, web, "live keys", range(1, 2))
     page.click("#metric-picker > summary")
     page.wait_for_selector('.metric-option[data-key="grad_norm"]')
     assert page.locator(".metric-option[data-key^='rewards/']").count() == 0

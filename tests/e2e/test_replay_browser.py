@@ -18,10 +18,10 @@ from envs.sudoku.solver import SudokuSolver, parse_board
 from envs.wordle.solver import WordleSolver
 from tests.envs.servers import run_env_servers
 from tests.envs.wire import SERVER_ENV
-from tests.factories import EvaluationFactory, RunFactory
+from tests.factories import EvaluationEpisodeFactory, EvaluationFactory, RunFactory
 from tests.support.browser import log_in
 from tests.support.replay import run_on_catch
-from webapp.evaluations.models import Evaluation, EvaluationEpisode
+from webapp.evaluations.models import Evaluation
 from webapp.runs.models import Rollout, Run
 from webapp.runs.services import run_claim
 from worker.episodes import Episode, play_episode
@@ -145,16 +145,7 @@ def test_catch_replay_moves_the_ball_as_you_step_with_the_keyboard(browser, owne
 
 def _evaluation(owner: Any, key: str, messages: list[dict[str, Any]], reward: float) -> Evaluation:
     evaluation = EvaluationFactory(owner=owner, environment_name=key, environment_key=key, prompt="p", seed=3)
-    EvaluationEpisode.objects.create(
-        evaluation=evaluation,
-        model_index=0,
-        model="solver",
-        index=0,
-        seed=3,
-        reward=reward,
-        won=reward == 1.0,
-        messages=messages,
-    )
+    EvaluationEpisodeFactory(evaluation=evaluation, seed=3, reward=reward, won=reward == 1.0, messages=messages)
     return evaluation
 
 

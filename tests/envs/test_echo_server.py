@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from websockets.sync.client import connect as ws_connect
 
 from envs.common import max_concurrent_envs
 from envs.echo.client import EchoEnv, open_echo_env
@@ -22,6 +20,8 @@ from tests.envs.wire import (
     assert_session_refused,
     get_json,
     over_error,
+    refused_then_stepped,
+    server_error,
     two_session_server,
 )
 
@@ -90,31 +90,14 @@ def test_reset_rejects_bad_target() -> None:
 
 def test_http_routes(echo_url: str) -> None:
     description, schema = assert_bundled_routes(
-        echo_url, "echo", action="EchoAction", required=["message"]
+        echo_url, "echo", action="EchoAction", required=["message"],
+        observation=["echoed_message", "instruction"], state=["target", "max_steps", "done"],
     )
     assert description.startswith("Echoes each message back")
     assert schema["action"]["properties"]["message"]["maxLength"] == 2000
-    assert list(schema["observation"]["properties"]) == [
-        "done",
-        "reward",
-        "metadata",
-        "echoed_message",
-        "instruction",
-    ]
-    assert list(schema["state"]["properties"]) == [
-        "episode_id",
-        "step_count",
-        "target",
-        "max_steps",
-        "done",
-    ]
     # HTTP /state is stateless: a fresh, never-reset environment.
     assert get_json(f"{echo_url}/state") == {
-        "episode_id": None,
-        "step_count": 0,
-        "target": None,
-        "max_steps": 4,
-        "done": False,
+        "episode_id": None, "step_count": 0, "target": None, "max_steps": 4, "done": False
     }
 
 
@@ -143,9 +126,7 @@ def test_exact_match_scores_one_and_ends_episode(echo_url: str) -> None:
             episode_id=episode_id, step_count=1, target="hello", max_steps=4, done=True
         )
 
-        with pytest.raises(RuntimeError) as excinfo:
-            env.step(EchoAction(message="hello"))
-        assert str(excinfo.value) == over_error(episode_id)
+        assert server_error(lambda: env.step(EchoAction(message="hello"))) == over_error(episode_id)
 
         # The socket survives the error; reset starts over.
         again = env.reset(target="hello")
@@ -191,9 +172,7 @@ def test_episode_ids(echo_url: str) -> None:
 
 def test_step_before_reset_is_an_error(echo_url: str) -> None:
     with open_echo_env(echo_url) as env:
-        with pytest.raises(RuntimeError) as excinfo:
-            env.step(EchoAction(message="hello"))
-        assert str(excinfo.value) == NOT_STARTED_ERROR
+        assert server_error(lambda: env.step(EchoAction(message="hello"))) == NOT_STARTED_ERROR
         assert env.state().episode_id is None
 
 
@@ -213,20 +192,16 @@ def test_concurrent_sessions_are_independent(echo_url: str) -> None:
 
 
 def test_wire_protocol_validation_error(echo_url: str) -> None:
-    ws_url = echo_url.replace("http://", "ws://") + "/ws"
-    with ws_connect(ws_url, proxy=None) as ws:
-        ws.send(json.dumps({"type": "reset", "data": {"target": "hi"}}))
-        reply = json.loads(ws.recv(timeout=5))
-        assert reply["type"] == "observation"
-        assert set(reply["data"]) == {"observation", "reward", "done", "metadata"}
-        ws.send(json.dumps({"type": "step", "data": {"message": "y" * 2001}}))
-        error = json.loads(ws.recv(timeout=5))
-        assert error["type"] == "error"
-        assert error["data"]["message"] == "Invalid message"
-        assert error["data"]["code"] == "VALIDATION_ERROR"
-        assert error["data"]["errors"][0]["type"] == "string_too_long"
-        ws.send(json.dumps({"type": "step", "data": {"message": "hi"}}))
-        assert json.loads(ws.recv(timeout=5))["data"]["reward"] == 1.0
+    reply, error, stepped = refused_then_stepped(
+        echo_url, {"target": "hi"}, {"message": "y" * 2001}, {"message": "hi"}
+    )
+    assert reply["type"] == "observation"
+    assert set(reply["data"]) == {"observation", "reward", "done", "metadata"}
+    assert error["type"] == "error"
+    assert error["data"]["message"] == "Invalid message"
+    assert error["data"]["code"] == "VALIDATION_ERROR"
+    assert error["data"]["errors"][0]["type"] == "string_too_long"
+    assert stepped["data"]["reward"] == 1.0
 
 
 def test_capacity_reached() -> None:
@@ -251,9 +226,7 @@ def test_server_restart_is_detectable() -> None:
             old_id = env.reset(target="hello").observation.metadata["episode_id"]
         with run_env_server(APP, SERVER_ENV, port=port):
             # The client reconnects silently to a brand-new environment.
-            with pytest.raises(RuntimeError) as excinfo:
-                env.step(EchoAction(message="hello"))
-            assert str(excinfo.value) == NOT_STARTED_ERROR
+            assert server_error(lambda: env.step(EchoAction(message="hello"))) == NOT_STARTED_ERROR
             new_id = env.reset(target="hello").observation.metadata["episode_id"]
             assert new_id != old_id
     finally:

@@ -3,20 +3,14 @@ rules, solvers) is imported by the web app and the worker, and imports neither."
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.support.processes import modules_imported
 
 
 def test_the_environment_layer_imports_no_webapp_or_worker_module() -> None:
-    code = (
-        "import sys, envs.registry, envs.netguard, envs.adapters, envs.adapters.generic, "
-        "envs.adapters.ors, envs.adapters.attributes, envs.adapters.router, envs.solvers; "
-        "print(sorted({m for m in sys.modules if m.split('.')[0] in ('webapp', 'worker')}))"
-    )
-    run = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    run = modules_imported(
+        "envs.registry, envs.netguard, envs.adapters, envs.adapters.generic, envs.adapters.ors, "
+        "envs.adapters.attributes, envs.adapters.router, envs.solvers",
+        {"webapp", "worker"},
+        timeout=120,
     )
     assert (run.returncode, run.stdout, run.stderr) == (0, "[]\n", "")

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from django.urls import reverse
 
 from envs.registry import ADAPTERS, BUNDLED, PLUGINS_VAR, RegistryError, register, register_folder
 from envs.spec import BundledSpec
+from tests.support.processes import fresh_python
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TALLY_DIR = REPO_ROOT / "tests" / "support" / "tally_env"
@@ -150,10 +149,7 @@ def test_every_process_of_an_installation_loads_the_folders_named_in_its_environ
         "import sys, envs.registry as r; "
         "print(list(r.BUNDLED), list(r.ADAPTERS), r.solver_keys(), 'openenv' in sys.modules)"
     )
-    run = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
-        env={**os.environ, PLUGINS_VAR: str(TALLY_DIR)},
-    )
+    run = fresh_python(code, timeout=120, env={**os.environ, PLUGINS_VAR: str(TALLY_DIR)})
     assert (run.returncode, run.stderr) == (0, "")
     assert run.stdout == (
         "['echo', 'wordle', 'catch', 'sudoku', 'mcpdemo', 'ors', 'tally'] "

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from websockets.sync.client import connect as ws_connect
 
 from envs.wordle.client import open_wordle_env
 from envs.wordle.models import WordleAction, WordleState
@@ -32,6 +31,8 @@ from tests.envs.wire import (
     assert_session_refused,
     get_json,
     over_error,
+    refused_then_stepped,
+    server_error,
     two_session_server,
 )
 
@@ -168,38 +169,15 @@ def test_reset_validates_arguments() -> None:
 
 def test_http_routes(wordle_url: str) -> None:
     description, schema = assert_bundled_routes(
-        wordle_url, "wordle", action="WordleAction", required=["guess"]
+        wordle_url, "wordle", action="WordleAction", required=["guess"],
+        observation=["message", "feedback", "board", "guesses_left", "invalid_move", "won"],
+        state=["guesses", "max_guesses", "invalid_moves", "done", "won"],
     )
     assert description.startswith("Wordle: find a secret 5-letter word in 6 guesses")
     assert schema["action"]["properties"]["guess"]["maxLength"] == 100
-    assert list(schema["observation"]["properties"]) == [
-        "done",
-        "reward",
-        "metadata",
-        "message",
-        "feedback",
-        "board",
-        "guesses_left",
-        "invalid_move",
-        "won",
-    ]
-    assert list(schema["state"]["properties"]) == [
-        "episode_id",
-        "step_count",
-        "guesses",
-        "max_guesses",
-        "invalid_moves",
-        "done",
-        "won",
-    ]
     assert get_json(f"{wordle_url}/state") == {
-        "episode_id": None,
-        "step_count": 0,
-        "guesses": [],
-        "max_guesses": 6,
-        "invalid_moves": 0,
-        "done": False,
-        "won": False,
+        "episode_id": None, "step_count": 0, "guesses": [], "max_guesses": 6, "invalid_moves": 0,
+        "done": False, "won": False,
     }
 
 
@@ -257,9 +235,7 @@ def test_win(wordle_url: str) -> None:
             won=True,
         )
 
-        with pytest.raises(RuntimeError) as excinfo:
-            env.step(WordleAction(guess="crane"))
-        assert str(excinfo.value) == over_error(episode_id)
+        assert server_error(lambda: env.step(WordleAction(guess="crane"))) == over_error(episode_id)
         assert env.state().step_count == 2
 
         # The socket survives the error; reset starts over.
@@ -290,9 +266,7 @@ def test_loss(wordle_url: str) -> None:
         assert last.board == "\n".join(feedback_lines(g, "XXXXX") for g in guesses)
         assert last.won is False
         assert last.metadata == metadata(episode_id, 6, num_guesses=6)
-        with pytest.raises(RuntimeError) as excinfo:
-            env.step(WordleAction(guess="crane"))
-        assert str(excinfo.value) == over_error(episode_id)
+        assert server_error(lambda: env.step(WordleAction(guess="crane"))) == over_error(episode_id)
 
 
 def test_repeated_letters_over_the_wire(wordle_url: str) -> None:
@@ -357,25 +331,20 @@ def test_state_never_holds_the_secret(wordle_url: str) -> None:
 
 def test_step_before_reset_is_an_error(wordle_url: str) -> None:
     with open_wordle_env(wordle_url) as env:
-        with pytest.raises(RuntimeError) as excinfo:
-            env.step(WordleAction(guess="crane"))
-        assert str(excinfo.value) == NOT_STARTED_ERROR
+        assert server_error(lambda: env.step(WordleAction(guess="crane"))) == NOT_STARTED_ERROR
 
 
 def test_overlong_guess_is_a_validation_error_and_no_step(wordle_url: str) -> None:
-    ws_url = wordle_url.replace("http://", "ws://") + "/ws"
-    with ws_connect(ws_url, proxy=None) as ws:
-        ws.send(json.dumps({"type": "reset", "data": {"word": "crane"}}))
-        assert json.loads(ws.recv(timeout=5))["type"] == "observation"
-        ws.send(json.dumps({"type": "step", "data": {"guess": "y" * 101}}))
-        error = json.loads(ws.recv(timeout=5))
-        assert error["type"] == "error"
-        assert error["data"]["code"] == "VALIDATION_ERROR"
-        assert error["data"]["errors"][0]["type"] == "string_too_long"
-        ws.send(json.dumps({"type": "step", "data": {"guess": "crane"}}))
-        reply = json.loads(ws.recv(timeout=5))["data"]
-        assert reply["reward"] == 1.0
-        assert reply["metadata"]["step_count"] == 1
+    first, error, stepped = refused_then_stepped(
+        wordle_url, {"word": "crane"}, {"guess": "y" * 101}, {"guess": "crane"}
+    )
+    assert first["type"] == "observation"
+    assert error["type"] == "error"
+    assert error["data"]["code"] == "VALIDATION_ERROR"
+    assert error["data"]["errors"][0]["type"] == "string_too_long"
+    reply = stepped["data"]
+    assert reply["reward"] == 1.0
+    assert reply["metadata"]["step_count"] == 1
 
 
 def test_capacity_reached() -> None:

@@ -7,12 +7,13 @@ import json
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from websockets.sync.client import connect as ws_connect
 
 from tests.envs.servers import run_server_command
 from tests.support.ports import free_port
@@ -26,6 +27,14 @@ NOT_STARTED_ERROR = (
     "Server error: No episode in progress: call reset() first (a restarted server gives "
     "a reconnecting client a fresh environment) (code: EXECUTION_ERROR)"
 )
+
+
+def server_error(call: Callable[[], object]) -> str:
+    """The message of the RuntimeError a client's `call` raises: how an openenv client reports
+    what the server refused."""
+    with pytest.raises(RuntimeError) as excinfo:
+        call()
+    return str(excinfo.value)
 
 
 def over_error(episode_id: str) -> str:
@@ -44,6 +53,21 @@ def two_session_server(module: str) -> Iterator[str]:
     command = [sys.executable, "-m", module, "--port", str(port)]
     with run_server_command(command, url, {**SERVER_ENV, "MAX_CONCURRENT_ENVS": "2"}):
         yield url
+
+
+def refused_then_stepped(
+    url: str, reset: dict[str, Any], refused: dict[str, Any], step: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Over the server's raw WebSocket: reset with `reset`, send the step `refused` (an action its
+    schema refuses), then the step `step`. Returns the three replies: the reset's, the refusal,
+    and the step's, so a test sees that the refused action did not count as a step."""
+    with ws_connect(url.replace("http://", "ws://") + "/ws", proxy=None) as ws:
+        replies = []
+        for kind, data in (("reset", reset), ("step", refused), ("step", step)):
+            ws.send(json.dumps({"type": kind, "data": data}))
+            replies.append(json.loads(ws.recv(timeout=5)))
+    first, error, stepped = replies
+    return first, error, stepped
 
 
 def assert_session_refused(client: Any) -> None:
@@ -77,12 +101,24 @@ def get_json(url: str) -> Any:
         return json.load(response)
 
 
+# The fields every observation and every state starts with: openenv's own, before a server's.
+BASE_OBSERVATION_FIELDS = ["done", "reward", "metadata"]
+BASE_STATE_FIELDS = ["episode_id", "step_count"]
+
+
 def assert_bundled_routes(
-    url: str, name: str, *, action: str, required: list[str]
+    url: str,
+    name: str,
+    *,
+    action: str,
+    required: list[str],
+    observation: list[str] | None = None,
+    state: list[str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The routes every bundled server shares: /health, envlab's /metadata for `name`, and a
-    /schema whose action is `action` with the `required` fields. Returns the metadata's
-    description and the schema, for the environment's own checks."""
+    /schema whose action is `action` with the `required` fields. Where given, the schema's
+    observation and state have these fields after openenv's own, in this order. Returns the
+    metadata's description and the schema, for the environment's own checks."""
     assert get_json(f"{url}/health") == {"status": "healthy"}
     metadata = get_json(f"{url}/metadata")
     assert metadata == envlab_metadata(name, metadata["description"])
@@ -90,6 +126,10 @@ def assert_bundled_routes(
     assert set(schema) == {"action", "observation", "reset_observation", "state"}
     assert schema["action"]["title"] == action
     assert schema["action"]["required"] == required
+    if observation is not None:
+        assert list(schema["observation"]["properties"]) == [*BASE_OBSERVATION_FIELDS, *observation]
+    if state is not None:
+        assert list(schema["state"]["properties"]) == [*BASE_STATE_FIELDS, *state]
     return metadata["description"], schema
 
 

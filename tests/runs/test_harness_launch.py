@@ -22,6 +22,14 @@ HARBOR = {
 }
 
 
+def _harbor_server(owner: Any, capacity: int, **metadata: Any) -> Environment:
+    """The Harbor server "bench" as its probe stored it: HARBOR's catalog and `capacity`."""
+    return EnvironmentFactory(
+        owner=owner, name="bench", kind="harbor", capacity=capacity,
+        metadata={"style": "harbor", "harbor": HARBOR, **metadata},
+    )
+
+
 def _config(environment: Environment, **harness: Any) -> Any:
     return parse_run_config({
         "name": "agent", "model": "org/model",
@@ -32,13 +40,7 @@ def _config(environment: Environment, **harness: Any) -> Any:
 
 
 def test_the_harness_settings_are_checked_against_the_servers_catalog(owner) -> None:
-    harbor = EnvironmentFactory(
-        owner=owner,
-        name="bench",
-        kind="harbor",
-        capacity=8,
-        metadata={"style": "harbor", "harbor": HARBOR},
-    )
+    harbor = _harbor_server(owner, capacity=8)
     errors = run_config_check(config=_config(harbor), user=owner)
     assert not any(key.startswith("harness") for key in errors), errors  # only the unreachable server
 
@@ -73,13 +75,8 @@ def test_a_harbor_server_only_in_a_harness_run_and_a_harness_run_only_on_one(own
 
 
 def test_a_measured_lower_bound_warns_a_harness_run_instead_of_refusing_it(owner) -> None:
-    harbor = EnvironmentFactory(
-        owner=owner,
-        name="bench",
-        kind="harbor",
-        capacity=4,
-        metadata={"style": "harbor", "harbor": HARBOR, "capacity_source": "probed (at least)",
-                  "capacity_stopped_by": "deadline"},
+    harbor = _harbor_server(
+        owner, capacity=4, capacity_source="probed (at least)", capacity_stopped_by="deadline"
     )
     config = _config(harbor, max_concurrent_rollouts=8)
 

@@ -60,6 +60,12 @@ def _last_event(run: Run) -> RunEvent:
     return RunEvent.objects.filter(run=run).latest("id")
 
 
+def _status_note(run: Run, status: str, display: str, step: int, event_kind: str) -> dict[str, Any]:
+    """The note a status change announces: the run's status at `step`, and the event it wrote."""
+    event = RunEvent.objects.get(run=run, kind=event_kind)
+    return {"type": "status", "status": status, "status_display": display, "step": step, "event": event.pk}
+
+
 def test_each_write_announces_status_or_facts_with_the_newest_event(run: Run) -> None:
     listener = Listener(run.pk)
 
@@ -83,14 +89,7 @@ def test_each_write_announces_status_or_facts_with_the_newest_event(run: Run) ->
     run_finish(run_id=run.pk, lease_owner="lease-a", status=Run.Status.SUCCEEDED, step=1)
     finished = listener.next()
 
-    claimed_event = RunEvent.objects.get(run=run, kind="claimed")
-    assert claimed == {
-        "type": "status",
-        "status": "running",
-        "status_display": "running",
-        "step": 0,
-        "event": claimed_event.pk,
-    }
+    assert claimed == _status_note(run, "running", "running", 0, "claimed")
     # The alert's note comes with the telemetry (the worker's sink publishes it), after the metrics.
     assert telemetry_notes == [
         {"type": "metrics", "seq": 1, "step": 1, "values": {"reward": 0.5}},
@@ -98,20 +97,8 @@ def test_each_write_announces_status_or_facts_with_the_newest_event(run: Run) ->
     ]
     assert (alert_event.kind, alert_event.message) == ("alert", f"failed: {XSS}")
     assert checkpoint_notes == [{"type": "facts", "checkpoint": 1}]
-    assert cancel == {
-        "type": "status",
-        "status": "running",
-        "status_display": "running",
-        "step": 1,
-        "event": RunEvent.objects.get(run=run, kind="cancel_requested").pk,
-    }
-    assert finished == {
-        "type": "status",
-        "status": "succeeded",
-        "status_display": "succeeded, with warnings",
-        "step": 1,
-        "event": RunEvent.objects.get(run=run, kind="succeeded").pk,
-    }
+    assert cancel == _status_note(run, "running", "running", 1, "cancel_requested")
+    assert finished == _status_note(run, "succeeded", "succeeded, with warnings", 1, "succeeded")
     assert listener.next(timeout=0.5) is None  # nothing else was announced
     run.refresh_from_db()
     assert (run.checkpoint_step, run.worker_name, run.attempts) == (1, "worker-1", 1)

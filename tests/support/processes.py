@@ -25,6 +25,24 @@ TASK_QUEUES = ("train", "default")
 WORKERS: list[Service] = []
 
 
+def fresh_python(code: str, *, timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `code` in a new interpreter in the repository root and return what it printed: only
+    a process that has imported nothing yet shows what a module pulls in, as a server's would."""
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+def modules_imported(imports: str, packages: set[str], *, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Import the comma-separated `imports` in a fresh interpreter, which prints the sorted names
+    of the modules of `packages` that came with them: "[]" when a layer keeps clear of them."""
+    code = (
+        f"import sys, {imports}; "
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {sorted(packages)!r}))"
+    )
+    return fresh_python(code, timeout=timeout)
+
+
 def test_database_url() -> str:
     """The database the test process uses, as a URL subprocesses can be pointed at."""
     s = connection.settings_dict

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.factories import RunFactory
+from tests.support.checkpoints import checkpoint_folder
 from webapp.runs.models import Run
 
 
@@ -32,3 +33,21 @@ def trained_echo_run(owner: Any, env_id: int, checkpoint_step: int | None) -> Ru
             },
         },
     )
+
+
+def two_step_run_with_checkpoint(
+    owner: Any, settings: Any, name: str, environment: dict[str, Any], **config: Any
+) -> Run:
+    """A succeeded 2-step run `name` of `owner`'s on the demo echo model, trained on the one
+    `environment` entry (plus any other `config` keys), with its checkpoint-2 folder on disk
+    under settings.RUNS_DIR: a run whose checkpoints a test evaluates."""
+    run = RunFactory(
+        owner=owner,
+        name=name,
+        max_steps=2,
+        status="succeeded",
+        checkpoint_step=2,
+        config={"name": name, "model": "demo:echo", "environments": [environment], **config},
+    )
+    checkpoint_folder(settings.RUNS_DIR / str(run.pk) / "checkpoint-2", {"trainer_state.json": "{}"})
+    return run

@@ -53,39 +53,19 @@ def recorded_run(owner: User, echo_env: Environment) -> Run:
         MetricPoint.objects.create(
             run=run, step=step, key="tools/failure_frequency", value=0.0, seq=seq
         )
-    Rollout.objects.create(
-        run=run,
-        seq=2,
-        step=1,
-        env="echo",
-        prompt=[{"role": "user", "content": "Echo 'hello'."}],
-        messages=[{"role": "assistant", "content": "plain"}],
-        rewards={"env_reward": 1.0},
-        reward=1.0,
-        advantage=0.5,
-    )
-    Rollout.objects.create(
-        run=run,
-        seq=4,
-        step=2,
-        env="echo",
-        prompt=[{"role": "user", "content": "Echo 'x'."}],
-        messages=[
-            {
-                "role": "assistant",
-                "content": XSS,
-                "tool_calls": [
-                    {
-                        "type": "function",
-                        "function": {"name": "echo", "arguments": {"message": XSS}},
-                    }
-                ],
-            },
-            {"role": "tool", "name": "echo", "content": f"echoed {XSS}"},
-        ],
-        rewards={"env_reward": 0.0, "tool_called": None},
-        reward=0.0,
-        advantage=-0.5,
-    )
+    tool_call = {"type": "function", "function": {"name": "echo", "arguments": {"message": XSS}}}
+    tool_turns = [
+        {"role": "assistant", "content": XSS, "tool_calls": [tool_call]},
+        {"role": "tool", "name": "echo", "content": f"echoed {XSS}"},
+    ]
+    # One echo rollout a step: a plain answer that scored, then a tool call whose text is markup.
+    for seq, step, task, messages, rewards, reward, advantage in [
+        (2, 1, "Echo 'hello'.", [{"role": "assistant", "content": "plain"}], {"env_reward": 1.0}, 1.0, 0.5),
+        (4, 2, "Echo 'x'.", tool_turns, {"env_reward": 0.0, "tool_called": None}, 0.0, -0.5),
+    ]:
+        Rollout.objects.create(
+            run=run, seq=seq, step=step, env="echo", prompt=[{"role": "user", "content": task}],
+            messages=messages, rewards=rewards, reward=reward, advantage=advantage,
+        )
     RunEvent.objects.create(run=run, kind="claimed", message="host:1 claimed the run (attempt 1).")
     return run

@@ -26,76 +26,42 @@ def trace(name: str, x: list, y: list) -> dict:
     return {**STYLE, "name": name, "x": x, "y": y}
 
 
+def empty_chart(chart_id: str, title: str, y_title: str, always: list[str], patterns: list[str]) -> dict:
+    """A chart of a run with no series yet: its always-shown keys, each an empty trace."""
+    return {
+        "id": chart_id,
+        "title": title,
+        "keys": always,
+        "match": {"always": always, "patterns": patterns},
+        "figure": {
+            "data": [trace(key, [], []) for key in always],
+            "layout": layout(chart_id, title, y_title),
+        },
+    }
+
+
 def test_empty_series_gives_every_chart_with_its_always_traces_empty() -> None:
     charts = run_charts({})
 
     assert charts == [
-        {
-            "id": "reward",
-            "title": "Reward",
-            "keys": ["reward"],
-            "match": {"always": ["reward"], "patterns": [r"rewards/[^/]+/mean"]},
-            "figure": {
-                "data": [trace("reward", [], [])],
-                "layout": layout("reward", "Reward", "reward"),
-            },
-        },
-        {
-            "id": "tool-calls",
-            "title": "Tool-call frequency",
-            "keys": ["tools/call_frequency"],
-            "match": {"always": ["tools/call_frequency"], "patterns": []},
-            "figure": {
-                "data": [trace("tools/call_frequency", [], [])],
-                "layout": layout("tool-calls", "Tool-call frequency", "calls"),
-            },
-        },
-        {
-            "id": "tool-failures",
-            "title": "Tool-failure rate",
-            "keys": ["tools/failure_frequency"],
-            "match": {"always": ["tools/failure_frequency"], "patterns": []},
-            "figure": {
-                "data": [trace("tools/failure_frequency", [], [])],
-                "layout": layout("tool-failures", "Tool-failure rate", "failure rate"),
-            },
-        },
-        {
-            "id": "loss",
-            "title": "Loss, KL and entropy",
-            "keys": ["loss"],
-            "match": {"always": ["loss"], "patterns": ["kl", "entropy"]},
-            "figure": {
-                "data": [trace("loss", [], [])],
-                "layout": layout("loss", "Loss, KL and entropy", "value"),
-            },
-        },
-        {
-            "id": "time",
-            "title": "Where the time goes",
-            "keys": ["perf/step_s", "perf/generation_s", "perf/tool_s"],
-            "match": {"always": ["perf/step_s", "perf/generation_s", "perf/tool_s"], "patterns": []},
-            "figure": {
-                "data": [trace(key, [], []) for key in ("perf/step_s", "perf/generation_s", "perf/tool_s")],
-                "layout": layout("time", "Where the time goes", "seconds per step"),
-            },
-        },
-        {
-            "id": "completion-length",
-            "title": "Completion length",
-            "keys": ["completions/mean_length"],
-            "match": {
-                "always": ["completions/mean_length"],
-                "patterns": [
-                    r"completions/(min|max)_length",
-                    r"completions/(mean|min|max)_terminated_length",
-                ],
-            },
-            "figure": {
-                "data": [trace("completions/mean_length", [], [])],
-                "layout": layout("completion-length", "Completion length", "tokens"),
-            },
-        },
+        empty_chart("reward", "Reward", "reward", ["reward"], [r"rewards/[^/]+/mean"]),
+        empty_chart("tool-calls", "Tool-call frequency", "calls", ["tools/call_frequency"], []),
+        empty_chart("tool-failures", "Tool-failure rate", "failure rate", ["tools/failure_frequency"], []),
+        empty_chart("loss", "Loss, KL and entropy", "value", ["loss"], ["kl", "entropy"]),
+        empty_chart(
+            "time",
+            "Where the time goes",
+            "seconds per step",
+            ["perf/step_s", "perf/generation_s", "perf/tool_s"],
+            [],
+        ),
+        empty_chart(
+            "completion-length",
+            "Completion length",
+            "tokens",
+            ["completions/mean_length"],
+            [r"completions/(min|max)_length", r"completions/(mean|min|max)_terminated_length"],
+        ),
     ]
 
 

@@ -250,39 +250,35 @@ def _forbidden_reason(response: Any) -> str:
     return found.group(1) if found else ""
 
 
+@pytest.fixture
+def persona(owner_client: Client, outsider_client: Client, staff: User, operator: User) -> dict[str, Client]:
+    """A signed-in client of each persona, by name: the pages below differ by who asks."""
+    return {"owner": owner_client, "outsider": outsider_client, "staff": signed_in(staff), "operator": signed_in(operator)}
+
+
 def test_environment_list_shows_own_shared_or_all_with_the_permission(
-    owner_client: Client,
-    outsider_client: Client,
-    staff: User,
-    operator: User,
-    echo_env: Environment,
-    shared_env: Environment,
+    persona: dict[str, Client], echo_env: Environment, shared_env: Environment
 ) -> None:
-    assert _listed(owner_client) == ["echo", "shared"]
-    assert _listed(outsider_client) == ["shared"]
-    assert _listed(signed_in(staff)) == ["shared"]
-    assert _listed(signed_in(operator)) == ["echo", "shared"]
+    assert _listed(persona["owner"]) == ["echo", "shared"]
+    assert _listed(persona["outsider"]) == ["shared"]
+    assert _listed(persona["staff"]) == ["shared"]
+    assert _listed(persona["operator"]) == ["echo", "shared"]
 
 
 def test_environment_detail_hides_or_refuses_controls_by_persona(
-    owner_client: Client,
-    outsider_client: Client,
-    staff: User,
-    operator: User,
-    echo_env: Environment,
-    shared_env: Environment,
+    persona: dict[str, Client], echo_env: Environment, shared_env: Environment
 ) -> None:
     def detail(client: Client, environment: Environment) -> tuple[int, bool]:
         response = client.get(reverse("environment-detail", args=[environment.pk]))
         return response.status_code, 'id="probe-form"' in response.content.decode()
 
-    assert detail(owner_client, echo_env) == (200, True)
-    assert detail(signed_in(operator), echo_env) == (200, True)
-    assert detail(outsider_client, echo_env) == (404, False)
-    assert detail(signed_in(staff), echo_env) == (404, False)
-    assert detail(outsider_client, shared_env) == (200, False)
-    assert detail(signed_in(staff), shared_env) == (200, False)
-    content = outsider_client.get(reverse("environment-detail", args=[shared_env.pk])).content.decode()
+    assert detail(persona["owner"], echo_env) == (200, True)
+    assert detail(persona["operator"], echo_env) == (200, True)
+    assert detail(persona["outsider"], echo_env) == (404, False)
+    assert detail(persona["staff"], echo_env) == (404, False)
+    assert detail(persona["outsider"], shared_env) == (200, False)
+    assert detail(persona["staff"], shared_env) == (200, False)
+    content = persona["outsider"].get(reverse("environment-detail", args=[shared_env.pk])).content.decode()
     assert '<dd id="environment-shared">yes: every user sees it and may train on it</dd>' in content
     assert 'id="no-control"' in content and 'id="share-form"' not in content
 

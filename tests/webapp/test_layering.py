@@ -5,11 +5,7 @@ and registering it loads worker/apps.py alone."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.support.processes import fresh_python
 
 
 def test_the_web_app_imports_no_worker_code_and_no_torch() -> None:
@@ -23,9 +19,7 @@ def test_the_web_app_imports_no_worker_code_and_no_torch() -> None:
         "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers', 'trl', 'peft', 'vllm'}); "
         "print(len(names) > 50, sorted({m for m in sys.modules if m.split('.')[0] == 'worker'}), heavy)"
     )
-    run = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
-    )
+    run = fresh_python(code, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     # Nor torch and its kin: loading them would cost every web process seconds and gigabytes.
     assert run.stdout == "True ['worker', 'worker.apps'] []\n", run.stdout

@@ -9,10 +9,10 @@ import re
 import pytest
 from django.test import Client
 
-from tests.factories import EvaluationFactory, RunFactory
+from tests.factories import EvaluationEpisodeFactory, EvaluationFactory, RunFactory
 from tests.fixtures.accounts import grant
 from tests.support.replay import replay_scripts, run_on_catch
-from webapp.evaluations.models import Evaluation, EvaluationEpisode
+from webapp.evaluations.models import Evaluation
 from webapp.runs.models import Rollout, Run
 
 pytestmark = pytest.mark.django_db
@@ -124,14 +124,9 @@ def _evaluation(owner) -> Evaluation:
     evaluation = EvaluationFactory(
         owner=owner, environment_name="wordle", environment_key="wordle", prompt="Play Wordle.", seed=5
     )
-    EvaluationEpisode.objects.create(
+    EvaluationEpisodeFactory(
         evaluation=evaluation,
-        model_index=0,
-        model="solver",
-        index=0,
         seed=5,
-        reward=1.0,
-        won=True,
         messages=[
             {"role": "user", "content": "Play Wordle.\nGuess the secret word."},
             {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +29,23 @@ def recorder(tmp_path: Path):
     record.touch()
     with run_env_server("tests.support.recording_ors:app", {"ENVLAB_RECORD_FILE": str(record)}) as url:
         yield url, record
+
+
+def _keyed_ors_environment(owner: Any, url: str, name: str, **metadata: Any) -> Environment:
+    """An Open Reward environment `name` served at `url`, whose owner has stored an API key."""
+    user_secret_set(user=owner, name="openreward_api_key", value="own-key-of-owner-1234")
+    return EnvironmentFactory(
+        owner=owner, name=name, kind="ors", base_url=url,
+        metadata={"ors_env": "echo", "ors_catalog": "Org/Env", **metadata},
+    )
+
+
+def _bind(environment: Environment, user: Any) -> Any:
+    """The adapter the console and the worker build for `user`'s episode of `environment`."""
+    from envs.adapters import bind_adapter
+
+    credentials = ors_credentials(environment, user)
+    return bind_adapter(environment=environment, env_name=environment.name, credentials=credentials)
 
 
 def _keys_seen(record: Path) -> set[str]:
@@ -77,42 +95,24 @@ def test_ors_catalog_without_any_key_is_refused(api):
 def test_a_stored_row_naming_a_variable_for_a_typed_url_sends_no_key(owner, recorder, monkeypatch):
     """Rows written before the fix (api_key_env beside a base_url) leak nothing either: the
     adapter the console and the worker build sends no key to a server a user typed."""
-    from envs.adapters import bind_adapter
-
     url, record = recorder
     monkeypatch.setenv("OPENREWARD_API_KEY", CANARY)
-    user_secret_set(user=owner, name="openreward_api_key", value="own-key-of-owner-1234")
-    environment = EnvironmentFactory(
-        owner=owner,
-        name="legacy",
-        kind="ors",
-        base_url=url,
-        metadata={"ors_env": "echo", "api_key_env": "OPENREWARD_API_KEY", "ors_catalog": "Org/Env"},
-    )
-    adapter = bind_adapter(environment=environment, env_name="legacy", credentials=ors_credentials(environment, owner))
+    environment = _keyed_ors_environment(owner, url, "legacy", api_key_env="OPENREWARD_API_KEY")
+    adapter = _bind(environment, owner)
     assert adapter.tool_names == ("echo",)
     seen = _keys_seen(record)
     assert seen == {"-"}  # requests arrived, none with a key
 
 
 def test_the_catalog_host_gets_the_owners_own_key_and_nobody_elses(owner, outsider, recorder, settings):
-    from envs.adapters import bind_adapter
-
     url, record = recorder
     settings.ENVLAB_OPENREWARD_API_URL = url  # the recorder stands in for the Open Reward host
-    user_secret_set(user=owner, name="openreward_api_key", value="own-key-of-owner-1234")
-    environment = EnvironmentFactory(
-        owner=owner,
-        name="catalog",
-        kind="ors",
-        base_url=url,
-        metadata={"ors_env": "echo", "ors_catalog": "Org/Env"},
-    )
-    bind_adapter(environment=environment, env_name="catalog", credentials=ors_credentials(environment, owner))
+    environment = _keyed_ors_environment(owner, url, "catalog")
+    _bind(environment, owner)
     # The SDK's calls carry the key; a plain listing of environments carries none ("-").
     assert _keys_seen(record) == {"own-key-of-owner-1234", "-"}
     record.write_text("")
-    bind_adapter(environment=environment, env_name="catalog", credentials=ors_credentials(environment, outsider))
+    _bind(environment, outsider)
     assert _keys_seen(record) == {"-"}  # the outsider has no key: none is sent, not the owner's
 
 

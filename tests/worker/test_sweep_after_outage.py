@@ -19,6 +19,12 @@ from worker.tasks import sweep_stale_runs
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def _sweep_timing(settings):
+    """Every test here: a run's worker must stay silent 16 s of watching, and beat sweeps every 2 s."""
+    settings.ENVLAB_INTERRUPT_SECONDS, settings.ENVLAB_SWEEP_SECONDS = 16.0, 2.0
+
+
 def _running(owner, lease: str, heartbeat_age: float) -> Run:
     run = RunFactory(owner=owner, name=lease, max_steps=10)
     run_claim(run_id=run.pk, lease_owner=lease, worker_name="w")
@@ -39,8 +45,7 @@ def _watch(*, since_age: float, seen_age: float) -> None:
     )
 
 
-def test_the_first_sweeps_after_an_outage_trust_no_stale_heartbeat(owner, settings):
-    settings.ENVLAB_INTERRUPT_SECONDS, settings.ENVLAB_SWEEP_SECONDS = 16.0, 2.0
+def test_the_first_sweeps_after_an_outage_trust_no_stale_heartbeat(owner):
     # Swept every 2 s for an hour, then the database was away for 40 s.
     _watch(since_age=3600, seen_age=40)
     alive = _running(owner, "alive", heartbeat_age=41)
@@ -65,8 +70,7 @@ def test_the_first_sweeps_after_an_outage_trust_no_stale_heartbeat(owner, settin
     assert (dead.status, dead.lease_owner) == ("interrupted", "")
 
 
-def test_a_sweeper_that_watched_without_a_gap_marks_a_silent_run_at_once(owner, settings):
-    settings.ENVLAB_INTERRUPT_SECONDS, settings.ENVLAB_SWEEP_SECONDS = 16.0, 2.0
+def test_a_sweeper_that_watched_without_a_gap_marks_a_silent_run_at_once(owner):
     _watch(since_age=3600, seen_age=2)
     dead = _running(owner, "dead", heartbeat_age=20)
     fresh = _running(owner, "fresh", heartbeat_age=3)
@@ -76,9 +80,8 @@ def test_a_sweeper_that_watched_without_a_gap_marks_a_silent_run_at_once(owner, 
     assert Run.objects.get(pk=fresh.pk).status == "running"
 
 
-def test_the_very_first_sweep_waits_too(owner, settings):
+def test_the_very_first_sweep_waits_too(owner):
     """Beat (re)started: it has not seen the database before, so it cannot tell either."""
-    settings.ENVLAB_INTERRUPT_SECONDS, settings.ENVLAB_SWEEP_SECONDS = 16.0, 2.0
     dead = _running(owner, "dead", heartbeat_age=600)
 
     assert sweep_stale_runs() == 0

@@ -15,6 +15,7 @@ from envs.adapters.sudoku import SudokuAdapter
 from envs.registry import adapter_for
 from envs.sudoku.server import generate_puzzle
 from tests.envs.servers import run_env_server
+from tests.support.tool_schemas import tool_schema
 
 SERVER_ENV = {"ENABLE_WEB_INTERFACE": "false", "OPENENV_MODE": "simulation"}
 GRID_STATUS = "o = ball, P = your paddle, . = empty. The ball falls one row per move."
@@ -80,62 +81,33 @@ def test_tools_match_the_registry() -> None:
 
 def test_tool_schemas() -> None:
     grid_after = "The grid after the move, and the outcome once the ball has landed."
-    assert get_json_schema(CatchAdapter.move) == {
-        "type": "function",
-        "function": {
-            "name": "move",
-            "description": "Move the paddle one column; the ball then falls one row.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "direction": {
-                        "type": "string",
-                        "enum": ["left", "right"],
-                        "description": "Which way to move the paddle.",
-                    }
-                },
-                "required": ["direction"],
-            },
-            "return": {"type": "string", "description": grid_after},
-        },
-    }
-    assert get_json_schema(CatchAdapter.stay) == {
-        "type": "function",
-        "function": {
-            "name": "stay",
-            "description": "Keep the paddle where it is; the ball falls one row.",
-            "parameters": {"type": "object", "properties": {}},
-            "return": {"type": "string", "description": grid_after},
-        },
-    }
-    assert get_json_schema(SudokuAdapter.place) == {
-        "type": "function",
-        "function": {
-            "name": "place",
-            "description": "Write a digit into an empty cell of the sudoku board.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "row": {
-                        "type": "integer",
-                        "description": "Row of the cell, from 1 (top) to 9 (bottom).",
-                    },
-                    "column": {
-                        "type": "integer",
-                        "description": "Column of the cell, from 1 (left) to 9 (right).",
-                    },
-                    "digit": {"type": "integer", "description": "The digit to write, from 1 to 9."},
-                },
-                "required": ["row", "column", "digit"],
-            },
-            "return": {
+    assert get_json_schema(CatchAdapter.move) == tool_schema(
+        "move",
+        "Move the paddle one column; the ball then falls one row.",
+        {
+            "direction": {
                 "type": "string",
-                "description": (
-                    "The board after the move with the progress, or why the move was refused."
-                ),
-            },
+                "enum": ["left", "right"],
+                "description": "Which way to move the paddle.",
+            }
         },
-    }
+        required=["direction"],
+        returns=grid_after,
+    )
+    assert get_json_schema(CatchAdapter.stay) == tool_schema(
+        "stay", "Keep the paddle where it is; the ball falls one row.", {}, returns=grid_after
+    )
+    assert get_json_schema(SudokuAdapter.place) == tool_schema(
+        "place",
+        "Write a digit into an empty cell of the sudoku board.",
+        {
+            "row": {"type": "integer", "description": "Row of the cell, from 1 (top) to 9 (bottom)."},
+            "column": {"type": "integer", "description": "Column of the cell, from 1 (left) to 9 (right)."},
+            "digit": {"type": "integer", "description": "The digit to write, from 1 to 9."},
+        },
+        required=["row", "column", "digit"],
+        returns="The board after the move with the progress, or why the move was refused.",
+    )
 
 
 # --- catch ------------------------------------------------------------------------

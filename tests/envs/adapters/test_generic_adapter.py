@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import http.server
 import inspect
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -32,8 +30,9 @@ from envs.adapters.generic import (
     list_mcp_tools,
     mcp_adapter_class,
 )
-from tests.envs.servers import REPO_ROOT, run_env_server, serve_in_thread
+from tests.envs.servers import run_env_server, serve_in_thread
 from tests.support.ports import free_port, listening_socket, url_of
+from tests.support.processes import modules_imported
 
 ECHO_APP = "envs.echo.server:app"
 MCPDEMO_APP = "envs.mcpdemo.server:app"
@@ -164,13 +163,10 @@ def test_probes_time_out_on_a_silent_server() -> None:
 
 
 def test_probes_import_no_openenv_or_torch() -> None:
-    code = (
-        "import sys, envs.adapters.generic; "
-        "print(sorted({m.split('.')[0] for m in sys.modules} & "
-        "{'openenv', 'fastapi', 'fastmcp', 'torch', 'transformers', 'trl'}))"
-    )
-    run = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+    run = modules_imported(
+        "envs.adapters.generic",
+        {"openenv", "fastapi", "fastmcp", "torch", "transformers", "trl"},
+        timeout=60,
     )
     assert (run.returncode, run.stdout, run.stderr) == (0, "[]\n", "")
 

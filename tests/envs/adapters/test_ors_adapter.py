@@ -18,6 +18,7 @@ from envs.adapters.base import EpisodeLost
 from envs.adapters.ors import OrsAdapter, _tool_method, ors_adapter_class, ors_rows
 from envs.ors.tasks import ECHO_TASKS, GUESS_TASKS
 from tests.envs.servers import free_port, run_server_command
+from tests.support.tool_schemas import tool_schema
 
 SERVER_ENV = {"OPENREWARD_DISABLE_UPDATE_CHECK": "1"}
 GUESS_PROMPT = (
@@ -25,21 +26,15 @@ GUESS_PROMPT = (
     "wrong guess you are told whether the number is higher or lower. You have 7 guesses; the "
     "right number scores 1.0."
 )
-GUESS_SCHEMA = {
-    "type": "function",
-    "function": {
-        "name": "guess",
-        "description": "Guess the hidden number; the answer says whether it is higher or lower.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "number": {"type": "integer", "description": "Your guess, from 1 to 100."}
-            },
-            "required": ["number"],
-        },
-        "return": {"type": "string", "description": "The tool's result as text."},
-    },
-}
+# What every ORS tool's result is described as.
+ORS_RESULT = "The tool's result as text."
+GUESS_SCHEMA = tool_schema(
+    "guess",
+    "Guess the hidden number; the answer says whether it is higher or lower.",
+    {"number": {"type": "integer", "description": "Your guess, from 1 to 100."}},
+    required=["number"],
+    returns=ORS_RESULT,
+)
 
 
 @contextmanager
@@ -164,18 +159,13 @@ def test_one_typed_tool_per_ors_tool(
     assert get_json_schema(adapter.guess) == GUESS_SCHEMA
     assert str(inspect.signature(adapter.guess)) == "(number: int) -> str"
     [echo] = trl_tools(echo_cls())
-    assert get_json_schema(echo)["function"] == {
-        "name": "echo",
-        "description": "Say a message; it is echoed back. Repeating the task's phrase exactly scores 1.0.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "message": {"type": "string", "description": "The text to say; it is echoed back."}
-            },
-            "required": ["message"],
-        },
-        "return": {"type": "string", "description": "The tool's result as text."},
-    }
+    assert get_json_schema(echo)["function"] == tool_schema(
+        "echo",
+        "Say a message; it is echoed back. Repeating the task's phrase exactly scores 1.0.",
+        {"message": {"type": "string", "description": "The text to say; it is echoed back."}},
+        required=["message"],
+        returns=ORS_RESULT,
+    )["function"]
     assert (
         adapter.reward,
         adapter.lost,
@@ -220,28 +210,21 @@ def test_tool_schemas_from_json_schema() -> None:
         "(self, square: str, piece: Literal['king', 'queen'], capture: bool, path: list[int], count: int, "
         "note: Optional[str] = None, speed: float = 1.5) -> str"
     )
-    assert get_json_schema(method)["function"] == {
-        "name": "move",
-        "description": "Move a piece.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "square": {"type": "string", "description": "Target square, e.g. e4."},
-                "piece": {
-                    "type": "string",
-                    "enum": ["king", "queen"],
-                    "description": "Which piece.",
-                },
-                "capture": {"type": "boolean", "description": "Take a piece there."},
-                "path": {"type": "array", "items": {"type": "integer"}, "description": "Squares."},
-                "count": {"type": "integer", "description": "How many."},
-                "note": {"type": "string", "nullable": True, "description": "Note"},
-                "speed": {"type": "number", "description": "How fast."},
-            },
-            "required": ["square", "piece", "capture", "path", "count"],
+    assert get_json_schema(method)["function"] == tool_schema(
+        "move",
+        "Move a piece.",
+        {
+            "square": {"type": "string", "description": "Target square, e.g. e4."},
+            "piece": {"type": "string", "enum": ["king", "queen"], "description": "Which piece."},
+            "capture": {"type": "boolean", "description": "Take a piece there."},
+            "path": {"type": "array", "items": {"type": "integer"}, "description": "Squares."},
+            "count": {"type": "integer", "description": "How many."},
+            "note": {"type": "string", "nullable": True, "description": "Note"},
+            "speed": {"type": "number", "description": "How fast."},
         },
-        "return": {"type": "string", "description": "The tool's result as text."},
-    }
+        required=["square", "piece", "capture", "path", "count"],
+        returns=ORS_RESULT,
+    )["function"]
 
 
 @pytest.mark.parametrize(

@@ -53,6 +53,16 @@ def errors(**counts: float) -> dict[str, float]:
     return {**NO_ERRORS, **{f"tools/errors/{name}": float(n) for name, n in counts.items()}}
 
 
+def one_tool(tool: str, *, calls: float, failures: float, **error_counts: float) -> dict[str, float]:
+    """What an episode that called only `tool` leaves: its call and failure totals, and the
+    error classes counted (the others at 0)."""
+    return {
+        f"tools/{tool}/call_total": calls,
+        f"tools/{tool}/failure_total": failures,
+        **errors(**error_counts),
+    }
+
+
 def test_scripted_echo_episode_counts_calls_failures_and_classes(echo_url, collect):
     collector = collect("echo")
     adapter = adapter_class(metadata_name="echo", base_url=echo_url, env_name="echo")()
@@ -71,11 +81,7 @@ def test_scripted_echo_episode_counts_calls_failures_and_classes(echo_url, colle
     values = collector.drain()
 
     timed = latencies(values)
-    assert values == {
-        "tools/echo/call_total": 7.0,
-        "tools/echo/failure_total": 3.0,
-        **errors(invalid_args=2, execution_error=1),
-    }
+    assert values == one_tool("echo", calls=7.0, failures=3.0, invalid_args=2, execution_error=1)
     assert list(timed) == ["tools/echo/latency_s"]
     assert 0 < timed["tools/echo/latency_s"] < 5
     # Drained: the next step starts from zero, the tool still listed.
@@ -102,11 +108,7 @@ def test_a_server_error_frame_is_an_execution_error_and_a_dead_server_a_transpor
     values = collector.drain()
 
     del values["tools/echo/latency_s"]
-    assert values == {
-        "tools/echo/call_total": 2.0,
-        "tools/echo/failure_total": 2.0,
-        **errors(execution_error=1, transport_error=1),
-    }
+    assert values == one_tool("echo", calls=2.0, failures=2.0, execution_error=1, transport_error=1)
 
 
 def test_scripted_mcpdemo_episode_takes_the_servers_error_types(mcpdemo_url, collect):
@@ -194,11 +196,7 @@ def test_a_call_past_the_clients_timeout_is_a_timeout(collect, monkeypatch):
     values = collector.drain()
 
     assert 0.4 < values.pop("tools/wait/latency_s") < 15
-    assert values == {
-        "tools/wait/call_total": 1.0,
-        "tools/wait/failure_total": 1.0,
-        **errors(timeout=1),
-    }
+    assert values == one_tool("wait", calls=1.0, failures=1.0, timeout=1)
 
 
 # --- calls no adapter sees ------------------------------------------------------------
@@ -362,8 +360,4 @@ def test_scripted_ors_episode(collect):
     values = collector.drain()
 
     assert 0 < values.pop("tools/echo/latency_s") < 15
-    assert values == {
-        "tools/echo/call_total": 5.0,
-        "tools/echo/failure_total": 3.0,
-        **errors(invalid_args=2, execution_error=1),
-    }
+    assert values == one_tool("echo", calls=5.0, failures=3.0, invalid_args=2, execution_error=1)

@@ -10,7 +10,8 @@ import pytest
 from django.test import Client
 
 from tests.e2e.helpers import register_echo
-from tests.factories import RunFactory
+from tests.factories import EvaluationEpisodeFactory
+from tests.support.trained_runs import two_step_run_with_checkpoint
 from webapp.evaluations.models import Evaluation, EvaluationEpisode
 
 pytestmark = pytest.mark.django_db
@@ -66,14 +67,9 @@ def test_the_page_shows_the_table_and_escaped_transcripts(
         format="json",
     )
     pk = made.json()["id"]
-    EvaluationEpisode.objects.create(
+    EvaluationEpisodeFactory(
         evaluation_id=pk,
-        model_index=0,
-        model="solver",
-        index=0,
         seed=1,
-        reward=1.0,
-        won=True,
         tool_calls=1,
         messages=[{"role": "user", "content": "Echo 'x'."}, {"role": "assistant", "content": XSS}],
     )
@@ -107,24 +103,10 @@ def test_evaluate_checkpoints_from_the_run_page(
 ):
     settings.RUNS_DIR = tmp_path / "runs"
     env_id = register_echo(api, echo_url)
-    run = RunFactory(
-        owner=owner,
-        name="trained",
-        max_steps=2,
-        status="succeeded",
-        checkpoint_step=2,
-        config={
-            "name": "trained",
-            "model": "demo:echo",
-            "environments": [
-                {"environment": env_id, "name": "echo", "prompt": "Echo '{phrase}'.", "rows": 8}
-            ],
-        },
+    run = two_step_run_with_checkpoint(
+        owner, settings, "trained",
+        {"environment": env_id, "name": "echo", "prompt": "Echo '{phrase}'.", "rows": 8},
     )
-    folder = settings.RUNS_DIR / str(run.pk) / "checkpoint-2"
-    folder.mkdir(parents=True)
-    (folder / "trainer_state.json").write_text("{}")
-    (folder / "config.json").write_text("{}")
     page = owner_client.get(f"/runs/{run.pk}/")
     assert f'action="/runs/{run.pk}/evaluate-checkpoints/"'.encode() in page.content
     other = Client()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.factories import RunFactory
+from tests.support.trained_runs import two_step_run_with_checkpoint
 from webapp.evaluations.models import Evaluation
 from worker.play.evaluation import evaluation_rows
 
@@ -57,23 +57,11 @@ def test_bad_reset_arguments_are_refused_and_write_nothing(api, echo_id, reset, 
 
 def test_checkpoint_evaluations_play_the_grid_the_run_trained_on(api, owner, echo_id, settings, tmp_path):
     settings.RUNS_DIR = tmp_path / "runs"
-    run = RunFactory(
-        owner=owner,
-        name="catch-like",
-        max_steps=2,
-        status="succeeded",
-        checkpoint_step=2,
-        config={
-            "name": "catch-like", "model": "demo:echo",
-            "environments": [{"environment": echo_id, "name": "echo", "prompt": "Echo 'a'.",
-                              "rows": 8, "reset": {"rows": 5, "columns": 3}}],
-            "grpo": {"num_generations": 2, "max_steps": 2, "per_device_train_batch_size": 2},
-        },
-    )  # fmt: skip
-    folder = settings.RUNS_DIR / str(run.pk) / "checkpoint-2"
-    folder.mkdir(parents=True)
-    (folder / "trainer_state.json").write_text("{}")
-    (folder / "config.json").write_text("{}")
+    run = two_step_run_with_checkpoint(
+        owner, settings, "catch-like",
+        {"environment": echo_id, "name": "echo", "prompt": "Echo 'a'.", "rows": 8, "reset": {"rows": 5, "columns": 3}},
+        grpo={"num_generations": 2, "max_steps": 2, "per_device_train_batch_size": 2},
+    )
     response = api.post(f"/api/runs/{run.pk}/evaluate-checkpoints/", {"episodes": 2}, format="json")
     assert response.status_code == 201, response.json()
     assert response.json()["settings"]["reset"] == {"rows": 5, "columns": 3}

@@ -95,6 +95,12 @@ def _evaluation(
     return evaluation
 
 
+def _first_episodes(client: Client, *evaluations: Evaluation) -> Any:
+    """The page whose columns are the first model's first episode of each evaluation, in order."""
+    query = "&".join(f"episode={evaluation.pk}:0:0" for evaluation in evaluations)
+    return client.get(f"/arena/side-by-side/?{query}")
+
+
 def _embedded(response) -> dict[str, Any]:
     match = re.search(
         r'<script id="sidebyside-data" type="application/json">(.*?)</script>',
@@ -149,9 +155,7 @@ def test_columns_from_two_evaluations_on_the_same_seed(owner):
     first = _evaluation(owner, ["solver"], seed=11)
     second = _evaluation(owner, ["random"], seed=11)
 
-    response = _client(owner).get(
-        f"/arena/side-by-side/?episode={first.pk}:0:0&episode={second.pk}:0:0"
-    )
+    response = _first_episodes(_client(owner), first, second)
 
     assert response.status_code == 200
     assert [(c["label"], c["seed"]) for c in _embedded(response)["columns"]] == [
@@ -175,9 +179,7 @@ def test_episodes_of_different_seeds_are_refused(owner):
     first = _evaluation(owner, ["solver"], seed=11)
     second = _evaluation(owner, ["random"], seed=12)
 
-    response = _client(owner).get(
-        f"/arena/side-by-side/?episode={first.pk}:0:0&episode={second.pk}:0:0"
-    )
+    response = _first_episodes(_client(owner), first, second)
 
     assert response.status_code == 400
     assert (
@@ -190,9 +192,7 @@ def test_a_pending_column_of_another_seed_is_refused_before_it_is_played(owner):
     stored = _evaluation(owner, ["solver"], seed=11)
     queued = _evaluation(owner, ["random"], status="queued", played=False, episode_seeds=[12])
 
-    response = _client(owner).get(
-        f"/arena/side-by-side/?episode={stored.pk}:0:0&episode={queued.pk}:0:0"
-    )
+    response = _first_episodes(_client(owner), stored, queued)
 
     assert response.status_code == 400
 
@@ -204,9 +204,7 @@ def test_episodes_of_different_environments_are_refused(owner, api, echo_url):
     first = _evaluation(owner, ["solver"], seed=11)
     second = _evaluation(owner, ["random"], seed=11, environment=echo, environment_name="echo")
 
-    response = _client(owner).get(
-        f"/arena/side-by-side/?episode={first.pk}:0:0&episode={second.pk}:0:0"
-    )
+    response = _first_episodes(_client(owner), first, second)
 
     assert response.status_code == 400
     assert "episodes of different environments: echo, wordle" in response.content.decode()
@@ -218,15 +216,13 @@ def test_strangers_evaluations_are_not_found(owner, outsider):
 
     as_outsider = _client(outsider).get(f"/arena/side-by-side/?evaluation={mine.pk}&index=0&model=0&model=1")
     all_models = _client(outsider).get(f"/arena/side-by-side/?evaluation={mine.pk}&index=0")
-    mixed = _client(owner).get(f"/arena/side-by-side/?episode={mine.pk}:0:0&episode={theirs.pk}:0:0")
+    mixed = _first_episodes(_client(owner), mine, theirs)
     missing_model = _client(owner).get(f"/arena/side-by-side/?episode={mine.pk}:0:0&episode={mine.pk}:3:0")
 
     assert [r.status_code for r in (as_outsider, all_models, mixed, missing_model)] == [404] * 4
     assert f"no evaluation with id {theirs.pk}" in mixed.content.decode()
-    assert _client(outsider).get(
-        f"/arena/side-by-side/?episode={mine.pk}:0:0&episode={theirs.pk}:0:0"
-    ).status_code == 404
-    anonymous = Client().get(f"/arena/side-by-side/?episode={mine.pk}:0:0&episode={theirs.pk}:0:0")
+    assert _first_episodes(_client(outsider), mine, theirs).status_code == 404
+    anonymous = _first_episodes(Client(), mine, theirs)
     assert anonymous.status_code == 302 and anonymous["Location"].startswith("/login/")
 
 
@@ -271,7 +267,7 @@ def test_a_finished_evaluation_without_the_episode_says_so(owner):
     failed = _evaluation(owner, ["random"], status="failed", played=False)
     Evaluation.objects.filter(pk=failed.pk).update(error="boom")
 
-    response = _client(owner).get(f"/arena/side-by-side/?episode={stored.pk}:0:0&episode={failed.pk}:0:0")
+    response = _first_episodes(_client(owner), stored, failed)
 
     assert response.status_code == 200
     assert f"random: evaluation #{failed.pk} is failed without this episode: boom" in response.content.decode()

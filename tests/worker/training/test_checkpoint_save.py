@@ -16,6 +16,7 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM, Trainer, TrainerCallback, TrainingArguments
 
 from tests.factories import RunFactory
+from tests.support.checkpoints import checkpoint_folder
 from webapp.runs.checkpoints import CHECKPOINT_MARKER, checkpoint_leftovers, run_checkpoints
 from webapp.runs.models import Run, RunEvent
 from webapp.runs.services import run_claim
@@ -168,14 +169,9 @@ def test_what_a_kill_during_a_save_leaves_is_found_and_removed(settings, claimed
     base = small_disk.path
     (base / ".saving-checkpoint-8" / "checkpoint-8").mkdir(parents=True)
     (base / ".saving-checkpoint-8" / "checkpoint-8" / "model.safetensors").write_bytes(b"x" * 10)
-    torn = base / "checkpoint-4"  # a folder of the older layout whose trainer state was cut short
-    torn.mkdir()
-    (torn / "config.json").write_text("{}")
-    (torn / "trainer_state.json").write_text('{"global_step": 4, "log_hist')
-    whole = base / "checkpoint-2"
-    whole.mkdir()
-    (whole / "config.json").write_text("{}")
-    (whole / CHECKPOINT_MARKER).write_text('{"step": 2}')
+    # A folder of the older layout whose trainer state was cut short, and a whole one.
+    checkpoint_folder(base / "checkpoint-4", {"trainer_state.json": '{"global_step": 4, "log_hist'})
+    checkpoint_folder(base / "checkpoint-2", {CHECKPOINT_MARKER: '{"step": 2}'})
 
     assert [(step, path.name) for step, path in checkpoint_leftovers(base)] == [
         (8, ".saving-checkpoint-8"), (4, "checkpoint-4"),

@@ -4,6 +4,7 @@ heartbeat raising and clearing the alert through the real database."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,14 @@ class FakeClock:
         return self.now
 
 
+def _observe_later(
+    watch: StallWatch, clock: FakeClock, seconds: float, step: int
+) -> dict[str, Any] | None:
+    """Let `seconds` pass on the fake clock, then have `watch` look at the step counter at `step`."""
+    clock.now += seconds
+    return watch.observe(step)
+
+
 def test_a_step_counter_standing_still_past_the_limit_raises_one_alert_naming_the_tool_call_and_clears_on_the_next_step():
     clock = FakeClock()
     doing = {"now": Doing(GENERATION, clock.now)}
@@ -31,17 +40,12 @@ def test_a_step_counter_standing_still_past_the_limit_raises_one_alert_naming_th
     assert watch.observe(5) is None  # the first look: step 5 is where it stands
     clock.now += 60
     doing["now"] = Doing(TOOL_CALL, clock.now, env="echo", tool="echo")
-    clock.now += 839
-    assert watch.observe(5) is None  # 899 s: under the limit
+    assert _observe_later(watch, clock, 839, 5) is None  # 899 s: under the limit
 
-    clock.now += 1
-    raised = watch.observe(5)
-    clock.now += 600
-    again = watch.observe(5)
-    clock.now += 30
-    watch_step = watch.observe(6)
-    clock.now += 899
-    quiet = watch.observe(6)
+    raised = _observe_later(watch, clock, 1, 5)
+    again = _observe_later(watch, clock, 600, 5)
+    watch_step = _observe_later(watch, clock, 30, 6)
+    quiet = _observe_later(watch, clock, 899, 6)
 
     assert raised == {
         "kind": "stalled", "step": 6, "active": True,
@@ -60,12 +64,9 @@ def test_a_stall_raised_again_after_a_clear_and_an_end_while_stalled_clears_it()
     clock = FakeClock()
     watch = StallWatch(limit_seconds=10, doing=lambda: None, clock=clock)
     watch.observe(1)
-    clock.now += 10
-    first = watch.observe(1)
-    clock.now += 1
-    cleared = watch.observe(2)
-    clock.now += 10
-    second = watch.observe(2)
+    first = _observe_later(watch, clock, 10, 1)
+    cleared = _observe_later(watch, clock, 1, 2)
+    second = _observe_later(watch, clock, 10, 2)
     ended = watch.ended(2)
 
     assert first is not None and first["active"] and first["message"].startswith("stalled for 10 s in an unknown phase: step 2 ")

@@ -8,22 +8,13 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from tests.factories import RunFactory
 from webapp.runs.models import MetricPoint, Rollout, Run
-from webapp.runs.services import run_claim
 from webapp.runs.telemetry.live import run_group
 from webapp.runs.telemetry.metric_keys import WALL_TIME_KEY
 from webapp.runs.telemetry.record import telemetry_record
 from worker.training.telemetry import TelemetrySink
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def claimed_run(owner):
-    run = RunFactory(owner=owner, name="r", max_steps=10)
-    run_claim(run_id=run.pk, lease_owner="lease-a", worker_name="w")
-    return run
 
 
 def _listen(run_id: int):

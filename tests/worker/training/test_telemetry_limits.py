@@ -15,20 +15,14 @@ import pytest
 from django.db import OperationalError, connections
 from django.utils import timezone
 
-from tests.factories import RunFactory
 from webapp.runs.models import MetricPoint, Rollout, Run
 from webapp.runs.services import run_claim, run_mark_stale_interrupted, run_rewind
 from webapp.runs.telemetry.record import LeaseLost, telemetry_record
 from worker.training.telemetry import TelemetrySink
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def claimed_run(owner):
-    run = RunFactory(owner=owner, name="r", max_steps=100)
-    run_claim(run_id=run.pk, lease_owner="lease-a", worker_name="w")
-    return run
+# claimed_run (conftest.py) trains this many steps: an outage test here logs 40, past its default 10.
+CLAIMED_RUN_MAX_STEPS = 100
 
 
 @contextmanager
