@@ -683,7 +683,7 @@ def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: fl
                f"{' (' + os.environ['ENVLAB_BENCH_NOTE'] + ')' if os.environ.get('ENVLAB_BENCH_NOTE') else ''}.")
     return {
         **described,
-        "grpo": described["grpo"] + "; searched: " + json.dumps(chosen.grpo_grid),
+        "grpo": described["grpo"] + "; searched, each value in place of the setting above: " + json.dumps(chosen.grpo_grid),
         "how": described["how"] + "; the GRPO runs of each seed are one sweep (POST /api/sweeps/) over the grid",
         "columns": columns,
         "rows": rows,
