@@ -180,6 +180,7 @@ def test_trls_own_grpo_settings_reach_the_trainer(api, echo_url, worker):
         "loss_type": "dr_grpo", "scale_rewards": "none", "epsilon_high": 0.28, "mask_truncated_completions": True,
         "num_iterations": 2, "top_p": 0.9, "top_k": 20, "lr_scheduler_type": "constant_with_warmup",
         "warmup_steps": 2, "weight_decay": 0.01, "max_grad_norm": 0.5, "multi_objective_aggregation": "normalize_then_sum",
+        "top_entropy_quantile": 0.5, "entropy_coef": 0.01,
     }
     response = api.post("/api/runs/", run_config(env_id, max_steps=3, **trl), format="json")
     assert response.status_code == 201, response.json()
@@ -190,3 +191,6 @@ def test_trls_own_grpo_settings_reach_the_trainer(api, echo_url, worker):
     lrs = dict(MetricPoint.objects.filter(run=run, key="learning_rate").values_list("step", "value"))
     assert sorted(lrs) == [1, 2, 3]
     assert lrs[3] == pytest.approx(5e-5) and lrs[1] < 5e-5
+    # The entropy bonus is on: TRL then logs the policy term apart from the bonus, every step.
+    policy = MetricPoint.objects.filter(run=run, key="policy_loss").values_list("step", flat=True)
+    assert sorted(policy) == [1, 2, 3]

@@ -35,7 +35,7 @@ CPU_REFUSED = {
 # What TRL's asynchronous GRPO trainer (a harness run) has no field for.
 ASYNC_REFUSED = (
     "loss_type", "delta", "scale_rewards", "num_iterations", "importance_sampling_level",
-    "mask_truncated_completions", "multi_objective_aggregation",
+    "mask_truncated_completions", "multi_objective_aggregation", "top_entropy_quantile", "entropy_coef",
 )
 
 
@@ -74,6 +74,20 @@ class TRLTrainingFields(BaseModel):
     )
     mask_truncated_completions: bool | None = Field(
         default=None, description="Leave completions cut at max_completion_length out of the loss (DAPO; TRL's default false)."
+    )
+    top_entropy_quantile: float | None = Field(
+        default=None, ge=0, le=1,
+        description=(
+            "Train only on the top fraction of completion tokens by entropy (the decisions, not the "
+            "boilerplate; 'Beyond the 80/20 rule' recommends 0.2). TRL's default 1.0: every token."
+        ),
+    )
+    entropy_coef: float | None = Field(
+        default=None, ge=0, le=10,
+        description=(
+            "Entropy bonus: subtract this times the mean token entropy from the loss, against a policy "
+            "that stops exploring (TRL's default 0.0: off)."
+        ),
     )
     top_p: float | None = Field(default=None, gt=0, le=1, description="Nucleus sampling (TRL's default 1.0: off).")
     top_k: int | None = Field(default=None, ge=0, le=1_000_000, description="Top-k sampling (TRL's default 0: off).")

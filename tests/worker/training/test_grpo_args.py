@@ -94,7 +94,7 @@ TRL_VALUES: dict[str, Any] = {
     "num_iterations": 2, "importance_sampling_level": "sequence", "mask_truncated_completions": True,
     "top_p": 0.9, "top_k": 50, "min_p": 0.05, "repetition_penalty": 1.1, "lr_scheduler_type": "cosine",
     "warmup_steps": 3, "weight_decay": 0.01, "max_grad_norm": 0.5, "bf16": True, "gradient_checkpointing": True,
-    "multi_objective_aggregation": "normalize_then_sum",
+    "multi_objective_aggregation": "normalize_then_sum", "top_entropy_quantile": 0.2, "entropy_coef": 0.01,
 }
 TRL_NAMES = {"gradient_checkpointing": "activation_checkpointing"}  # transformers 5's name
 
