@@ -101,6 +101,12 @@ DIAGNOSTIC_KEYS = ("reward", "frac_reward_zero_std", "entropy", "kl")
 # The issue's target: SFT+GRPO beats SFT by at least 2 standard errors of the mean gain over
 # seeds, and by at least this many catches.
 TARGET_CATCHES = 3
+# The options the command hands on to its run in the scratch installation (--quick apart):
+# every Settings field is one (tested).
+FORWARDED = ("game", "seeds", "episodes", "eval_seed", "rows", "columns", "base_layers", "warmup_episodes",
+             "warmup_epochs", "warmup_learning_rate", "grpo_steps", "grpo_batch", "num_generations",
+             "grpo_learning_rate", "temperature", "max_completion_length", "tool_rounds", "reward", "grpo_grid",
+             "output", "dir")
 # A grid may not search what the table itself varies.
 GRID_RESERVED = ("grpo.seed", "model", "environments", "name", "rewards")
 # How long each service may take to come up (a loaded 2-core machine takes minutes to import torch).
@@ -130,6 +136,8 @@ class Settings:
     # through the API; empty: the one recipe above (a sweep of one run).
     grpo_grid: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
     game: str = "catch"
+    # The catch-base model's transformer layers (0: its recipe's, 2): a search over model size.
+    base_layers: int = 0
 
     @property
     def played(self) -> Game:
@@ -145,6 +153,8 @@ class Settings:
         if self.game != "catch":
             return RECIPES[self.played.base]
         recipe = dataclasses.replace(CATCH_BASE, rows=self.rows, columns=self.columns)
+        if self.base_layers:
+            recipe = dataclasses.replace(recipe, num_layers=self.base_layers)
         if self.quick:  # a smoke check: a model that barely learned the format
             recipe = dataclasses.replace(
                 recipe, train_examples=48, max_steps=12, cooldown_steps=4, warmup_steps=2,
@@ -177,6 +187,8 @@ class Command(BaseCommand):
         parser.add_argument("--eval-seed", type=int, default=1000, help="seed of the evaluation episodes")
         parser.add_argument("--rows", type=int, default=4, help="catch grid rows (moves = rows - 1)")
         parser.add_argument("--columns", type=int, default=3, help="catch grid columns")
+        parser.add_argument("--base-layers", type=int, default=0,
+                            help="transformer layers of the catch-base model (default: its recipe's, 2)")
         parser.add_argument("--warmup-episodes", type=int, default=SFT_DEFAULTS["warmup_episodes"],
                             help="solver episodes of the SFT warm-up")
         parser.add_argument("--warmup-epochs", type=int, default=SFT_DEFAULTS["warmup_epochs"])
@@ -248,10 +260,7 @@ class Command(BaseCommand):
         env.setdefault("ENVLAB_TORCH_THREADS", "2")
         env.pop("CELERY_BROKER_URL", None)
         argv = [sys.executable, "-m", "bench.learning_table"]
-        for name in ("game", "seeds", "episodes", "eval_seed", "rows", "columns", "warmup_episodes",
-                     "warmup_epochs", "warmup_learning_rate", "grpo_steps", "grpo_batch",
-                     "num_generations", "grpo_learning_rate", "temperature", "max_completion_length",
-                     "tool_rounds", "reward", "grpo_grid", "output", "dir"):
+        for name in FORWARDED:
             value = options[name] if name != "dir" else str(scratch)
             if value not in ("", None):
                 argv += [f"--{name.replace('_', '-')}", str(value)]
@@ -407,14 +416,11 @@ class Command(BaseCommand):
         return {"recipe": int(recipe["id"])}
 
     def _base_model(self, chosen: Settings, seed: int, say: Any) -> str:
-        """demo:catch-base-<rows>x<columns>[-quick]-s<seed> (Catch) or demo:<game>-base-<variant>-s<seed>,
-        built unless that build exists."""
+        """The seed's base model (its name: `base_model_name`), built unless that build exists."""
         from worker.demo_model import build_demo_model, demo_model_path, is_built, read_manifest
 
         recipe = chosen.base_recipe()
-        quick = "-quick" if chosen.quick else ""
-        name = (f"catch-base-{chosen.rows}x{chosen.columns}{quick}-s{seed}" if chosen.game == "catch"
-                else f"{chosen.game}-base-{chosen.played.base}{quick}-s{seed}")
+        name = base_model_name(chosen, seed)
         path = demo_model_path(name, settings.MODELS_DIR)
         if is_built(path):
             manifest = read_manifest(path)
@@ -490,6 +496,11 @@ class Command(BaseCommand):
             found.append({"evaluation": evaluation["id"], score: int(row[score]), **extra,
                           "mean_reward": row["mean_reward"], "tool_calls": row["tool_calls"],
                           "tool_failures": row["tool_failures"]})
+        if chosen.game == "catch":
+            for index, entry in enumerate(found):
+                entry["by_column"] = _caught_by_column(api, int(evaluation["id"]), index, chosen)
+                say(f"{what}: caught of each ball column {_by_column_text(entry)}"
+                    + (f" [{evaluation['results'][index].get('model', '')}]" if len(models) > 1 else ""))
         return found
 
     def _wait_run(self, api: HttpApi, run_id: int, say: Any, services: list[Any] | None) -> dict[str, Any]:
@@ -547,6 +558,15 @@ class HttpApi:
             return False
 
 
+def base_model_name(chosen: Settings, seed: int) -> str:
+    """catch-base-<rows>x<columns>[-l<layers>][-quick]-s<seed> (Catch) or <game>-base-<variant>[-quick]-s<seed>."""
+    quick = "-quick" if chosen.quick else ""
+    if chosen.game != "catch":
+        return f"{chosen.game}-base-{chosen.played.base}{quick}-s{seed}"
+    layers = f"-l{chosen.base_layers}" if chosen.base_layers else ""
+    return f"catch-base-{chosen.rows}x{chosen.columns}{layers}{quick}-s{seed}"
+
+
 def _settings(options: dict[str, Any]) -> Settings:
     try:
         seeds = [int(s) for s in str(options["seeds"]).split(",") if s.strip()]
@@ -566,11 +586,13 @@ def _settings(options: dict[str, Any]) -> Settings:
             if values[key] == parser_defaults[key]:
                 values[key] = small
     chosen = Settings(seeds=seeds, quick=bool(options["quick"]), grpo_grid=_grid(options.get("grpo_grid") or ""),
-                      game=options.get("game", "catch"),
+                      game=options.get("game", "catch"), base_layers=int(options.get("base_layers") or 0),
                       **values)
     checks = [
         (1 <= chosen.episodes <= 200, "--episodes is 1 to 200"),
         (3 <= chosen.rows <= 20, "--rows is 3 to 20"),
+        (0 <= chosen.base_layers <= 8, "--base-layers is 1 to 8 (0: the recipe's)"),
+        (not chosen.base_layers or chosen.game == "catch", "--base-layers sizes the catch-base model: Catch only"),
         (2 <= chosen.columns <= 9, "--columns is 2 to 9"),
         (1 <= chosen.warmup_episodes <= 4096, "--warmup-episodes is 1 to 4096"),
         (1 <= chosen.warmup_epochs <= 100, "--warmup-epochs is 1 to 100"),
@@ -613,6 +635,35 @@ def _diagnostics(series: dict[str, list[list[float]]]) -> dict[str, float | None
     return found
 
 
+def _caught_by_column(api: HttpApi, evaluation: int, model_index: int, chosen: Settings) -> dict[str, list[int]]:
+    """Catch: {ball column: [caught, episodes]} of one model's evaluation episodes. The paddle
+    starts in the middle column, so this shows which side a model cannot play (the ball's
+    column is the seed's: the server's own `new_game`)."""
+    from envs.catch.server import new_game
+
+    counts: dict[int, list[int]] = {}
+    page = 1
+    while True:
+        listed = api.get(f"/api/evaluations/{evaluation}/episodes/?model={model_index}&page={page}&page_size=100")
+        for episode in listed["results"]:
+            column = new_game(int(episode["seed"]), chosen.rows, chosen.columns).ball_column
+            caught = counts.setdefault(column, [0, 0])
+            caught[0] += int(bool(episode["won"]))
+            caught[1] += 1
+        if not listed.get("next"):
+            break
+        page += 1
+    return {str(column): counts[column] for column in sorted(counts)}
+
+
+def _by_column_text(entry: dict[str, Any]) -> str:
+    """'c0 14/14, c1 0/8, c2 8/8' (ball column: caught of episodes), '-' where not measured."""
+    by_column = entry.get("by_column")
+    if not by_column:
+        return "-"
+    return ", ".join(f"c{column} {caught}/{total}" for column, (caught, total) in by_column.items())
+
+
 def _setting_label(params: dict[str, Any]) -> str:
     return ", ".join(f"{path.removeprefix('grpo.')}={value}" for path, value in sorted(params.items())) or "-"
 
@@ -631,6 +682,9 @@ def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: fl
     extra = chosen.played.extra
     columns = ["GRPO setting", "seed", "base", "SFT", "SFT+GRPO", "GRPO - SFT", "GRPO reward, first -> last 5 steps",
                "zero-std groups", "entropy", "run", *([f"{extra}, base / SFT / SFT+GRPO"] if extra else [])]
+    # Catch: which ball columns each model catches (the paddle starts in the middle one).
+    by_column = chosen.game == "catch"
+    columns += ["caught of each ball column (c0 = left), SFT -> SFT+GRPO"] if by_column else []
     by_setting: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
     for entry in per_seed:
         for member in entry.get("members", []):
@@ -655,7 +709,8 @@ def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: fl
                 result = [f"{member['status']}: {member.get('error', '')[:80]}", ""]
             rows.append([label, entry["seed"], entry["base"][key], entry["sft"][key], *result, curve,
                          "" if zero is None else f"{zero:.2f}", "" if entropy is None else f"{entropy:.3f}",
-                         member["run"], *([_extra_cell(extra, entry, member)] if extra else [])])
+                         member["run"], *([_extra_cell(extra, entry, member)] if extra else []),
+                         *([f"{_by_column_text(entry['sft'])} -> {_by_column_text(member)}"] if by_column else [])])
         mean, std = _mean_std([float(g) for g in gains]) if gains else (0.0, 0.0)
         se = std / len(gains) ** 0.5 if len(gains) > 1 else None
         met = (se is not None and len(gains) == len(pairs) and len(gains) >= 3
@@ -664,7 +719,8 @@ def _grid_table(chosen: Settings, per_seed: list[dict[str, Any]], *, elapsed: fl
                                  "succeeded": len(gains), "gain_mean": round(mean, 2), "gain_std": round(std, 2),
                                  "gain_se": None if se is None else round(se, 2), "target_met": met})
         rows.append([label, "mean +- std", "", "", "", f"{mean:+.1f} +- {std:.1f}"
-                     + ("" if se is None else f" (SE {se:.1f})"), "", "", "", "", *([""] if extra else [])])
+                     + ("" if se is None else f" (SE {se:.1f})"), "", "", "", "", *([""] if extra else []),
+                     *([""] if by_column else [])])
     best = max(settings_summary, key=lambda item: item["gain_mean"]) if settings_summary else None
     base, sft = phases["base"]["mean"], phases["sft"]["mean"]
     done = "" if len(per_seed) == len(chosen.seeds) else f"PARTIAL: {len(per_seed)} of {len(chosen.seeds)} seeds done. "
@@ -717,6 +773,7 @@ def _default_output(chosen: Settings | None = None) -> Path:
     searched = "-".join(path.removeprefix("grpo.").replace("_", "") for path in sorted(chosen.grpo_grid))
     warmup = "".join(f"-{short}{getattr(chosen, name):g}" for name, short in SFT_NAMED
                      if getattr(chosen, name) != SFT_DEFAULTS[name])
+    warmup += f"-baselayers{chosen.base_layers}" if chosen.base_layers else ""
     name = re.sub(r"[^a-z0-9.-]", "", (searched + warmup).lower())[:80]
     return results / f"learning_table_search{game}_{name}.json"
 
@@ -902,7 +959,8 @@ def _described(chosen: Settings) -> dict[str, str]:
         "environment": environment,
         "episodes": f"{chosen.episodes} greedy episodes, evaluation seed {chosen.eval_seed} (the same episodes for every model)",
         "how": (f"`python -m bench.learning_table{'' if chosen.game == 'catch' else ' --game ' + chosen.game}` "
-                f"(make learning-table): base {game.base_label} built per seed, "
+                f"(make learning-table): base {game.base_label}"
+                f"{f' with {chosen.base_layers} layers' if chosen.base_layers else ''} built per seed, "
                 "the lab's SFT warm-up run (`grpo: null`), GRPO run from its checkpoint 0, and evaluations, "
                 "all through the REST API and one Celery worker"),
         "sft": (f"{chosen.warmup_episodes} solver episodes, {chosen.warmup_epochs} epochs, "

@@ -77,6 +77,8 @@ def test_a_gain_within_the_spread_is_not_beyond_seed_noise_and_partial_runs_say_
         (["--columns", "10"], "--columns is 2 to 9"),
         (["--grpo-batch", "12"], "--num-generations (2 or more) must divide --grpo-batch"),
         (["--url", "http://127.0.0.1:1", "--token", ""], "--url needs --token (or ENVLAB_TOKEN): POST /api/auth/token/ gives one"),
+        (["--base-layers", "9"], "--base-layers is 1 to 8 (0: the recipe's)"),
+        (["--base-layers", "4", "--game", "wordle"], "--base-layers sizes the catch-base model: Catch only"),
         (["--grpo-grid", "[1"], "--grpo-grid is not JSON: Expecting ',' delimiter: line 1 column 3 (char 2)"),
         (["--grpo-grid", "[1]"], '--grpo-grid is a JSON object: {"grpo.learning_rate": [0.0001, 0.0003]}'),
         (["--grpo-grid", '{"grpo.beta": []}'], "--grpo-grid: grpo.beta needs a non-empty list of values"),
@@ -107,10 +109,16 @@ def test_a_search_has_a_row_per_member_failures_included_and_judges_its_best_set
         for seed, sft, gain in ((0, 20, 4), (1, 18, 3), (2, 19, 5))
     ]
     entries[1]["members"][1] = member(high, 21, None, status="failed")
+    entries[0]["sft"]["by_column"] = {"0": [14, 14], "1": [0, 8], "2": [6, 8]}
+    entries[0]["members"][0]["by_column"] = {"0": [14, 14], "1": [4, 8], "2": [6, 8]}
     chosen = Settings(**{**settings_for([0, 1, 2]).__dict__, "grpo_grid": {"grpo.learning_rate": [0.0001, 0.001]}})
     table = _grid_table(chosen, entries, elapsed=600.0)
+    # Catch: what each model catches of each ball column, SFT -> SFT+GRPO ('-': not measured).
+    assert table["columns"][-1] == "caught of each ball column (c0 = left), SFT -> SFT+GRPO"
+    assert [row[-1] for row in table["rows"][:4]] == [
+        "c0 14/14, c1 0/8, c2 6/8 -> c0 14/14, c1 4/8, c2 6/8", "- -> -", "- -> -", ""]
     assert table["columns"][:6] == ["GRPO setting", "seed", "base", "SFT", "SFT+GRPO", "GRPO - SFT"]
-    assert [[*row[:6], row[-1]] for row in table["rows"]] == [
+    assert [[*row[:6], row[9]] for row in table["rows"]] == [
         ["learning_rate=0.0001", 0, 8, 20, 24, 4, 10],
         ["learning_rate=0.0001", 1, 8, 18, 21, 3, 11],
         ["learning_rate=0.0001", 2, 8, 19, 24, 5, 12],
@@ -149,6 +157,33 @@ def test_another_game_or_another_sft_model_is_another_record():
     assert _default_output(lighter_sft).name == "learning_table_search_learningrate-sftepochs1.json"
     assert _default_output(wordle).name == "learning_table_search_wordle_learningrate.json"
     assert _default_output(Settings(**{**plain.__dict__, "game": "wordle"})).name == "learning_table_wordle.json"
+    larger = Settings(**{**plain.__dict__, "grpo_grid": grid, "base_layers": 4})
+    assert _default_output(larger).name == "learning_table_search_learningrate-baselayers4.json"
+
+
+def test_every_setting_reaches_the_run_in_the_scratch_installation():
+    import dataclasses
+
+    from bench.learning_table import FORWARDED
+
+    # A setting left out of FORWARDED would silently take its default there.
+    assert {f.name for f in dataclasses.fields(Settings)} - {"quick"} <= set(FORWARDED)
+
+
+def test_a_larger_base_model_is_built_under_its_own_name_with_its_layers(tmp_path):
+    from bench.learning_table import base_model_name
+    from worker.demo_model import demo_model_path
+    from worker.demo_model.training import CATCH_BASE
+
+    plain = settings_for([0])
+    larger = Settings(**{**plain.__dict__, "base_layers": 4})
+    assert plain.base_recipe().num_layers == CATCH_BASE.num_layers == 2
+    assert larger.base_recipe().num_layers == 4
+    assert larger.base_recipe().hidden_size == CATCH_BASE.hidden_size
+    # Its own folder (a valid demo-model name), so the two builds do not replace each other.
+    assert base_model_name(plain, 3) == "catch-base-4x3-s3"
+    assert base_model_name(larger, 3) == "catch-base-4x3-l4-s3"
+    assert demo_model_path(base_model_name(larger, 3), tmp_path).name == "catch-base-4x3-l4-s3"
 
 
 def test_a_wordle_search_counts_words_found_and_asks_for_no_grid(monkeypatch):

@@ -125,6 +125,14 @@ def test_quick_learning_table_through_the_api(tmp_path):
         first = json.loads(episodes[0]["messages"])[0]["content"]
         assert first.startswith("Catch the ball: use move or stay.\n")
         assert "Rows left: 3." in first
+        # Caught of each ball column: the column read off each episode's first board ("o").
+        by_column: dict[str, list[int]] = {}
+        for e in episodes:
+            top_row = json.loads(e["messages"])[0]["content"].splitlines()[1].split()
+            caught = by_column.setdefault(str(top_row.index("o")), [0, 0])
+            caught[0] += int(json.loads(e["attributes"]).get("catches", 0))
+            caught[1] += 1
+        assert entry[phase]["by_column"] == dict(sorted(by_column.items()))
         seeds_by_phase[phase] = [e["seed"] for e in episodes]
     # Every model played the same episodes.
     assert seeds_by_phase["base"] == seeds_by_phase["sft"] == seeds_by_phase["grpo"]
