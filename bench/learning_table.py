@@ -304,9 +304,7 @@ class Command(BaseCommand):
             self._measure(api, chosen, output, environment=int(response["id"]), started=started,
                           services=services)
         finally:
-            for process in reversed(services):
-                _stop(process)
-            bundled_stop(key=chosen.game)
+            _stop_services(services, lambda: bundled_stop(key=chosen.game))
 
     # --- the recipe -------------------------------------------------------------------
 
@@ -843,6 +841,20 @@ def _spawn(name: str, args: list[str], log_dir: Path) -> subprocess.Popen[bytes]
     log = open(log_dir / f"{name}.log", "ab")  # lives as long as the process
     return subprocess.Popen(args, cwd=settings.BASE_DIR, env=dict(os.environ), stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _stop_services(services: list[subprocess.Popen[bytes]], stop_server: Any) -> None:
+    """Stop what the table started, last first, then the game server. A second SIGTERM (a kill
+    that reaches both the command and its scratch child, which the command also forwards one to)
+    is ignored until that is done: it used to cut the cleanup short and orphan the web and game
+    servers."""
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        for process in reversed(services):
+            _stop(process)
+        stop_server()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

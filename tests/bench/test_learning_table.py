@@ -222,3 +222,39 @@ def test_a_recorded_table_renders_with_its_hand_written_note_marked_as_such():
     assert "| 0 | 1 |" in lines and not any(line.startswith("Note") for line in lines)
     noted = learning_table_section({**table, "note": "stopped early."}, "Title")
     assert noted[-2:] == ["Note (by hand): stopped early.", ""]
+
+
+def test_a_second_sigterm_during_cleanup_stops_every_service_all_the_same(tmp_path, monkeypatch):
+    """Killing the command and its scratch child at once sends the child two SIGTERMs: the
+    second, arriving while the first one's cleanup runs, must not leave services running."""
+    import os
+    import signal
+    import sys
+
+    import bench.learning_table as table
+
+    real_stop = table._stop
+    calls = []
+
+    def stop_after_a_second_sigterm(process):
+        if not calls:
+            os.kill(os.getpid(), signal.SIGTERM)  # lands mid-cleanup
+        calls.append(process.pid)
+        real_stop(process)
+
+    monkeypatch.setattr(table, "_stop", stop_after_a_second_sigterm)
+    previous = signal.signal(signal.SIGTERM, table._exit_on_sigterm)
+    services = [table._spawn(name, [sys.executable, "-c", "import time; time.sleep(60)"], tmp_path)
+                for name in ("web", "worker")]
+    server_stopped = []
+    try:
+        table._stop_services(services, lambda: server_stopped.append(True))
+        assert signal.getsignal(signal.SIGTERM) is table._exit_on_sigterm  # restored after the cleanup
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for process in services:
+            if process.poll() is None:
+                process.kill()
+    assert calls == [services[1].pid, services[0].pid]
+    assert [process.poll() is not None for process in services] == [True, True]
+    assert server_stopped == [True]
