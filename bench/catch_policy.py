@@ -50,6 +50,7 @@ def play_columns(choose: Chooser, *, episodes: int, rows: int, columns: int) -> 
     from envs.catch.models import CatchAction
     from envs.catch.server import CatchEnvironment
     from worker.demo_model.catch import CATCH_PROMPT
+    from worker.episodes import tool_call_message
 
     found: dict[int, dict[str, dict[str, int]]] = {}
     for column, seed in column_seeds(rows, columns).items():
@@ -74,8 +75,7 @@ def play_columns(choose: Chooser, *, episodes: int, rows: int, columns: int) -> 
                     continue
                 observation = envs[i].step(CatchAction(direction=direction))
                 conversations[i] += [
-                    {"role": "assistant", "content": "", "tool_calls": [
-                        {"type": "function", "function": {"name": call.name, "arguments": dict(call.arguments)}}]},
+                    tool_call_message(call.name, call.arguments),
                     {"role": "tool", "name": call.name, "content": observation.text},
                 ]
                 if observation.done:

@@ -53,6 +53,16 @@ class Episode:
         return asdict(self)
 
 
+def tool_call_message(name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """An assistant turn that makes one tool call, as an episode records it (the chat
+    template renders it as the model's call)."""
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"type": "function", "function": {"name": name, "arguments": dict(arguments)}}],
+    }
+
+
 def adapter_tools(adapter: Any) -> dict[str, Callable[..., Any]]:
     """The adapter's tools as TRL 1.16 lists them: public functions of its class other than
     `reset` and `get_reward`, bound to the instance, by name."""
@@ -167,15 +177,7 @@ def play_episode(
             ended_by = "policy"
             break
         arguments = copy.deepcopy(dict(call.arguments))
-        messages.append(
-            {
-                "role": "assistant",
-                "content": "",
-                "tool_calls": [
-                    {"type": "function", "function": {"name": call.name, "arguments": arguments}}
-                ],
-            }
-        )
+        messages.append(tool_call_message(call.name, arguments))
         last_result, failed = _call_tool(tools, ToolCall(call.name, copy.deepcopy(arguments)))
         failures += failed
         messages.append({"role": "tool", "name": call.name, "content": last_result})

@@ -37,6 +37,7 @@ def play_catch(
     message per call, the policy's closing text). Returns (messages, caught)."""
     from envs.catch.models import CatchAction
     from envs.catch.server import CatchEnvironment
+    from worker.episodes import tool_call_message
 
     env = CatchEnvironment()
     observation = env.reset(seed=seed, rows=rows, columns=columns)
@@ -50,18 +51,7 @@ def play_catch(
         direction = "stay" if call.name == "stay" else str(call.arguments.get("direction"))
         if call.name not in ("move", "stay") or (call.name == "move" and direction not in MOVES):
             raise ValueError(f"invalid catch call {call!r}")
-        messages.append(
-            {
-                "role": "assistant",
-                "content": "",
-                "tool_calls": [
-                    {
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": dict(call.arguments)},
-                    }
-                ],
-            }
-        )
+        messages.append(tool_call_message(call.name, call.arguments))
         observation = env.step(CatchAction(direction=direction))
         last = observation.text
         messages.append({"role": "tool", "name": call.name, "content": last})

@@ -6,6 +6,7 @@ import random
 from typing import Any
 
 from envs.adapters.echo import ECHO_TOOL_DOCSTRING, echo  # noqa: F401 (the tool the model sees)
+from worker.episodes import tool_call_message
 
 # Words for the phrases the model is asked to echo. Lowercase, alphabetic, and each one a
 # single token of the demo tokenizer (the tokenizer is trained on text rich in them), so
@@ -103,13 +104,7 @@ def echo_conversation(
     said = phrase if message is None else message
     return [
         {"role": "user", "content": user_prompt(phrase, wording)},
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [
-                {"type": "function", "function": {"name": "echo", "arguments": {"message": said}}}
-            ],
-        },
+        tool_call_message("echo", {"message": said}),
         {"role": "tool", "name": "echo", "content": said},
         {"role": "assistant", "content": f"The tool echoed '{said}'."},
     ]
